@@ -1,0 +1,382 @@
+"""The agent loop: user text in, model calls and tool runs, a TurnResult out.
+
+The loop knows nothing about DuckDB or widgets. It emits typed events on a bus
+and whoever cares subscribes. One user turn is an outer loop over model calls
+(each possibly followed by tool runs) bounded by ``agent.max_iterations``; each
+model call has an inner retry loop for transient provider errors.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .core.config import Config
+from .core.events import (
+    ApiCallFinished,
+    ApiCallStarted,
+    ErrorEvent,
+    Event,
+    EventBus,
+    MessageAdded,
+    SessionEnded,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from .core.messages import repair_tool_arguments, strip_surrogates, tool_calls_of
+from .core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, count_text, default_counter
+from .providers.base import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from .session import Session, new_trace_id
+from .tools.executor import ToolResult, execute_tool_calls
+from .tools.registry import ToolRegistry
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a careful assistant working in a local workspace through tools. "
+    "Use a tool when the answer depends on files, commands or saved notes; answer directly otherwise. "
+    "Report tool errors plainly and never invent file contents or command output."
+)
+
+SELF_CHECK_PROMPT = (
+    "Before you finish: check your answer against the conversation and the tool results above. "
+    "If something is wrong or unsupported, correct it; otherwise repeat the answer unchanged."
+)
+
+#: HTTP statuses worth retrying as they are; None covers timeouts and dropped connections.
+RETRYABLE_STATUSES = frozenset({None, 408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+class TurnInterrupted(Exception):
+    """Raised inside the loop when the user asked to stop."""
+
+
+@dataclass
+class TurnResult:
+    text: str
+    #: ``completed``, ``interrupted``, ``max_iterations`` or ``failed``.
+    status: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    api_calls: int = 0
+    error: str | None = None
+
+
+class Agent:
+    """One conversation with one provider and one tool registry."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        config: Config | None = None,
+        tools: ToolRegistry | None = None,
+        bus: EventBus | None = None,
+        session: Session | None = None,
+        source: str = "cli",
+        counter: TokenCounter = default_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.config = config or Config()
+        self.provider = provider
+        self.tools = tools or ToolRegistry()
+        self.bus = bus or EventBus()
+        self.session = session or Session(
+            system_prompt=self.config.agent.system_prompt or DEFAULT_SYSTEM_PROMPT, source=source
+        )
+        self.counter = counter
+        self.history_tokens = RunningCount(counter)
+        self.calibration = UsageCalibration()
+        self._sleep = sleep
+        self._stop = threading.Event()
+        self._turn_lock = threading.Lock()
+        self._trace_id = ""
+        self._api_calls = 0
+        #: Prompt tokens the provider reported for the latest call, and the history length it covered.
+        self.last_prompt_tokens: int | None = None
+        self.last_prompt_messages = 0
+
+    # ------------------------------------------------------------ public API
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.session.messages
+
+    def interrupt(self) -> None:
+        """Ask the running turn to stop at the next safe point (thread-safe)."""
+        self._stop.set()
+
+    def close(self, reason: str = "agent_close") -> None:
+        if self.session.started:
+            self._emit(SessionEnded, end_reason=reason)
+            self.session.started = False
+
+    def chat(self, text: str) -> TurnResult:
+        """Run one user turn to its end. Concurrent calls wait for each other."""
+        with self._turn_lock:
+            self._stop.clear()
+            return self._run_turn(text)
+
+    # ------------------------------------------------------------ the turn
+
+    def _run_turn(self, text: str) -> TurnResult:
+        self._start_session()
+        self.session.turns += 1
+        self._trace_id = new_trace_id()
+        self._api_calls = 0
+        result = TurnResult(text="", status="completed")
+        self._emit(TurnStarted, user_text=text)
+        first = len(self.messages)
+        parent = self._add_message({"role": "user", "content": strip_surrogates(text)}, None)
+        try:
+            result.text, result.status = self._loop(parent, result)
+        except (TurnInterrupted, KeyboardInterrupt):
+            result.status = "interrupted"
+            last = self.messages[-1]
+            result.text = (last.get("content") or "") if last.get("_interrupted") else ""
+        except ProviderError as exc:
+            result.status, result.error = "failed", str(exc)
+            self._emit(ErrorEvent, error_class=exc.error_type or "provider_error", message=exc.message,
+                       status_code=exc.status, fatal=True)
+            result.text = f"The model call failed and the turn stopped: {exc}"
+        self._close_open_tool_calls()
+        result.messages = list(self.messages[first:])
+        result.api_calls = self._api_calls
+        self._emit(TurnFinished, status=result.status, final_text=result.text, api_calls=result.api_calls,
+                   prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
+                   error=result.error)
+        return result
+
+    def _loop(self, parent: str, result: TurnResult) -> tuple[str, str]:
+        self_check_pending = self.config.agent.self_check
+        for _ in range(self.config.agent.max_iterations):
+            self._check_stop()
+            response = self._call_model(self.messages, result)
+            if response.message.get("_interrupted"):
+                self._add_message(response.message, parent)
+                raise TurnInterrupted
+            calls = tool_calls_of(response.message)
+            if not calls and self_check_pending:
+                self_check_pending = False
+                draft = dict(response.message)
+                response = self._call_model(
+                    self.messages + [draft, {"role": "user", "content": SELF_CHECK_PROMPT}], result
+                )
+                calls = tool_calls_of(response.message)
+            assistant_id = self._add_message(self._clean_assistant(response.message), parent)
+            if not calls:
+                return response.message.get("content") or "", "completed"
+            self._run_tools(calls, assistant_id)
+            parent = assistant_id
+        return "Stopped: the turn used its whole iteration budget.", "max_iterations"
+
+    # ------------------------------------------------------------ model calls
+
+    def _call_model(self, messages: list[dict[str, Any]], result: TurnResult) -> ChatResponse:
+        """One model call with plain bounded retries on transient provider errors."""
+        request = ChatRequest(
+            messages=list(messages),
+            model=self.config.model.name,
+            tools=self.tools.schemas() or None,
+            max_tokens=self.config.model.max_tokens,
+            temperature=self.config.model.temperature,
+        )
+        counted = self._count_request(messages, request.tools)
+        estimate = self.calibration.apply(counted)
+        call_index = self._api_calls
+        self._api_calls += 1
+        attempts = max(1, self.config.agent.api_max_retries + 1)
+        for attempt in range(1, attempts + 1):
+            self._emit(ApiCallStarted, call_index=call_index, attempt=attempt,
+                       estimated_prompt_tokens=estimate, message_count=len(messages))
+            started = time.perf_counter()
+            try:
+                response = self._receive(request)
+            except ProviderError as exc:
+                self._emit(ApiCallFinished, call_index=call_index, attempt=attempt, model=request.model,
+                           estimated_prompt_tokens=estimate, latency_ms=_ms_since(started),
+                           error_class=exc.error_type or "provider_error", error_message=exc.message,
+                           status_code=exc.status)
+                if exc.status not in RETRYABLE_STATUSES or attempt == attempts:
+                    raise
+                self._check_stop()
+                self._sleep(_backoff(attempt, exc.retry_after))
+                continue
+            usage, estimated = self._usage_of(response, request, estimate)
+            if not estimated:
+                self.calibration.observe(counted, usage.prompt_tokens)
+                self.last_prompt_tokens, self.last_prompt_messages = usage.prompt_tokens, len(messages)
+            _add_usage(result.usage, usage)
+            self._emit(ApiCallFinished, call_index=call_index, attempt=attempt, model=response.model or request.model,
+                       estimated_prompt_tokens=estimate, prompt_tokens=usage.prompt_tokens,
+                       completion_tokens=usage.completion_tokens, cache_read_tokens=usage.cache_read_tokens,
+                       cache_write_tokens=usage.cache_write_tokens, reasoning_tokens=usage.reasoning_tokens,
+                       usage_estimated=estimated, latency_ms=_ms_since(started),
+                       finish_reason=response.finish_reason)
+            return response
+        raise AssertionError("unreachable: the retry loop returns or raises")
+
+    def _receive(self, request: ChatRequest) -> ChatResponse:
+        """Stream a response, publishing deltas; a stop request keeps the partial text."""
+        if not self.config.agent.stream:
+            return self.provider.complete(request)
+        parts: list[str] = []
+        stream = self.provider.stream(request)
+        try:
+            for item in stream:
+                if isinstance(item, ChatResponse):
+                    return item
+                if isinstance(item, StreamDelta):
+                    if item.text:
+                        parts.append(item.text)
+                        self._emit(TextDelta, text=item.text)
+                    if item.reasoning:
+                        self._emit(TextDelta, text=item.reasoning, reasoning=True)
+                if self._stop.is_set():
+                    partial = "".join(parts)
+                    return ChatResponse(
+                        message={"role": "assistant", "content": partial, "_interrupted": True},
+                        finish_reason="interrupted", usage=None, model=request.model,
+                    )
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        raise ProviderError("the stream ended without a final response", error_type="invalid_response")
+
+    def _count_request(self, messages: list[dict[str, Any]], tools: list[dict] | None) -> int:
+        """Local token count of a request; the session history part is counted incrementally."""
+        history = self.session.messages
+        if messages is history or (history and len(messages) >= len(history) and messages[len(history) - 1] is history[-1]):
+            extra = messages[len(history):]
+            counted = self.history_tokens.total(history) + sum(self.counter.count_message(m) for m in extra)
+        else:
+            counted = sum(self.counter.count_message(m) for m in messages)
+        return counted + REPLY_PRIMING + self.counter.count_tools(tools)
+
+    def _usage_of(self, response: ChatResponse, request: ChatRequest, estimate: int) -> tuple[Usage, bool]:
+        """The provider's usage, or our estimate (flagged) when it reported none."""
+        if response.usage is not None:
+            return response.usage, False
+        message = response.message
+        completion = count_text(message.get("content") or "") + sum(
+            count_text(c["function"].get("arguments", "")) for c in tool_calls_of(message)
+        )
+        return Usage(prompt_tokens=estimate, completion_tokens=completion), True
+
+    # ------------------------------------------------------------ tools
+
+    def _run_tools(self, calls: list[dict], assistant_id: str) -> None:
+        """Run one assistant message's tool calls and append their results in call order.
+
+        The model's raw arguments go to the tools (so a broken argument becomes the
+        tool's error); the history keeps the repaired copy so it stays sendable.
+        """
+        def started(call: dict) -> None:
+            function = call.get("function") or {}
+            self._emit(ToolCallStarted, tool_call_id=call.get("id", ""), name=function.get("name", ""),
+                       arguments=function.get("arguments", ""))
+
+        def finished(outcome: ToolResult) -> None:
+            self._emit(ToolCallFinished, tool_call_id=outcome.tool_call_id, name=outcome.name,
+                       arguments=outcome.arguments, result=outcome.content, is_error=outcome.is_error,
+                       duration_ms=outcome.duration_ms, attempts=outcome.attempts)
+
+        outcomes = execute_tool_calls(
+            calls, self.tools, on_start=started, on_finish=finished, should_stop=self._stop.is_set,
+            idempotent_retries=self.config.tools.idempotent_retries,
+        )
+        for outcome in outcomes:
+            self._add_message(outcome.message(), assistant_id)
+        self._check_stop()
+
+    def _close_open_tool_calls(self) -> None:
+        """After an interruption, give calls that never ran a result so history stays valid."""
+        answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if message.get("role") == "assistant":
+                for call in tool_calls_of(message):
+                    if call.get("id") not in answered:
+                        self._add_message({"role": "tool", "tool_call_id": call["id"],
+                                           "content": "interrupted before running"},
+                                          self.session.message_ids[index])
+                return
+            if message.get("role") == "user":
+                return
+
+    @staticmethod
+    def _clean_assistant(message: dict[str, Any]) -> dict[str, Any]:
+        """The assistant message as it enters history: text fixed, arguments valid JSON."""
+        clean: dict[str, Any] = {"role": "assistant", "content": strip_surrogates(message.get("content") or "")}
+        calls = tool_calls_of(message)
+        if calls:
+            clean["tool_calls"] = [
+                {
+                    "id": call.get("id", ""),
+                    "type": "function",
+                    "function": {
+                        "name": (call.get("function") or {}).get("name", ""),
+                        "arguments": repair_tool_arguments((call.get("function") or {}).get("arguments")),
+                    },
+                }
+                for call in calls
+            ]
+        return clean
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise TurnInterrupted
+
+    def _start_session(self) -> None:
+        if self.session.started:
+            return
+        self.session.started = True
+        s = self.session
+        self._emit(SessionStarted, parent_session_id=s.parent_session_id, source=s.source,
+                   model=self.config.model.name, title=s.title, system_prompt=s.system_prompt,
+                   config_hash=self.config.digest(), context_length=self.config.model.context_length,
+                   reason=s.reason)
+        parent = None
+        for index, message in enumerate(list(s.messages)):
+            message_id = s.message_ids[index]
+            self._emit(MessageAdded, message_id=message_id, parent_id=parent, seq=s.seq_of(index), message=message,
+                       tokens=self.counter.count_message(message))
+            parent = message_id if message.get("role") != "tool" else parent
+
+    def _add_message(self, message: dict[str, Any], parent_id: str | None) -> str:
+        message_id, seq = self.session.append(message)
+        self._emit(MessageAdded, message_id=message_id, parent_id=parent_id, seq=seq, message=message,
+                   tokens=self.counter.count_message(message))
+        return message_id
+
+    def _emit(self, event_type: type[Event], **fields: Any) -> None:
+        self.bus.publish(event_type(session_id=self.session.id, turn=self.session.turns,
+                                    trace_id=self._trace_id, **fields))
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    """Jittered exponential backoff; a provider's Retry-After wins (up to 60 s here)."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), 60.0)
+    delay = min(2.0 * 2 ** (attempt - 1), 60.0)
+    return delay + random.uniform(0, 0.5 * delay)
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
+
+
+def _add_usage(total: Usage, usage: Usage) -> None:
+    total.prompt_tokens += usage.prompt_tokens
+    total.completion_tokens += usage.completion_tokens
+    total.cache_read_tokens += usage.cache_read_tokens
+    total.cache_write_tokens += usage.cache_write_tokens
+    total.reasoning_tokens += usage.reasoning_tokens

@@ -1,0 +1,1 @@
+"""Foundations shared by every other package: messages, tokens, config, events."""

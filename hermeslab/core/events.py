@@ -1,0 +1,235 @@
+"""Typed events and the bus they travel on.
+
+The agent loop only emits events; the DuckDB writer, the notebook widgets and
+the evaluation harness subscribe. Every event carries the session, the turn
+number and the turn's ``trace_id`` so any consumer can rebuild a turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class Event:
+    kind: ClassVar[str] = "event"
+    session_id: str
+    turn: int = 0
+    trace_id: str = ""
+    ts: float = field(default_factory=time.time)
+    #: Set by replays and A/B runs so their rows can be told apart from live ones.
+    run_id: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The event's own fields (without the common envelope) as plain data."""
+        common = {"session_id", "turn", "trace_id", "ts", "run_id"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in common}
+
+
+# ---------------------------------------------------------------- sessions
+
+
+@dataclass(kw_only=True)
+class SessionStarted(Event):
+    kind: ClassVar[str] = "session_started"
+    parent_session_id: str | None = None
+    source: str = "cli"
+    model: str = ""
+    title: str | None = None
+    system_prompt: str = ""
+    config_hash: str = ""
+    context_length: int = 0
+    #: Why this session exists: ``new``, ``compression``, ``branch``, ``resume``.
+    reason: str = "new"
+
+
+@dataclass(kw_only=True)
+class SessionEnded(Event):
+    kind: ClassVar[str] = "session_ended"
+    end_reason: str = ""
+
+
+# ---------------------------------------------------------------- turns
+
+
+@dataclass(kw_only=True)
+class TurnStarted(Event):
+    kind: ClassVar[str] = "turn_started"
+    user_text: str = ""
+
+
+@dataclass(kw_only=True)
+class TurnFinished(Event):
+    kind: ClassVar[str] = "turn_finished"
+    #: ``completed``, ``interrupted``, ``max_iterations`` or ``failed``.
+    status: str = "completed"
+    final_text: str = ""
+    api_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class MessageAdded(Event):
+    """A message became part of the session's history (what DuckDB persists)."""
+
+    kind: ClassVar[str] = "message_added"
+    message_id: str
+    parent_id: str | None
+    seq: int
+    message: dict[str, Any]
+    tokens: int = 0
+
+
+@dataclass(kw_only=True)
+class TextDelta(Event):
+    """A streamed fragment of assistant text (for live displays; not persisted)."""
+
+    kind: ClassVar[str] = "text_delta"
+    text: str
+    reasoning: bool = False
+
+
+# ---------------------------------------------------------------- model calls
+
+
+@dataclass(kw_only=True)
+class ApiCallStarted(Event):
+    kind: ClassVar[str] = "api_call_started"
+    call_index: int
+    attempt: int
+    estimated_prompt_tokens: int
+    message_count: int
+
+
+@dataclass(kw_only=True)
+class ApiCallFinished(Event):
+    kind: ClassVar[str] = "api_call_finished"
+    call_index: int
+    attempt: int
+    model: str = ""
+    estimated_prompt_tokens: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    #: True when the provider reported no usage and the counts are our estimate.
+    usage_estimated: bool = False
+    latency_ms: float = 0.0
+    finish_reason: str | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    status_code: int | None = None
+
+
+# ---------------------------------------------------------------- tools
+
+
+@dataclass(kw_only=True)
+class ToolCallStarted(Event):
+    kind: ClassVar[str] = "tool_call_started"
+    tool_call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(kw_only=True)
+class ToolCallFinished(Event):
+    kind: ClassVar[str] = "tool_call_finished"
+    tool_call_id: str
+    name: str
+    arguments: str
+    result: str
+    is_error: bool = False
+    duration_ms: float = 0.0
+    attempts: int = 1
+
+
+# ---------------------------------------------------------------- context and recovery
+
+
+@dataclass(kw_only=True)
+class CompressionEvent(Event):
+    kind: ClassVar[str] = "compression"
+    trigger: str
+    strategy: str = "summary"
+    tokens_before: int = 0
+    tokens_after: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    compress_start: int | None = None
+    compress_end: int | None = None
+    summary_tokens: int = 0
+    duration_ms: float = 0.0
+    effective: bool = True
+    fallback_used: bool = False
+    #: The phases' decision records (pruned indices, budgets, reasons).
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class ErrorEvent(Event):
+    kind: ClassVar[str] = "error"
+    error_class: str
+    message: str
+    status_code: int | None = None
+    fatal: bool = False
+
+
+@dataclass(kw_only=True)
+class RecoveryEvent(Event):
+    kind: ClassVar[str] = "recovery"
+    fault_class: str
+    action: str
+    attempt: int = 1
+    delay_s: float = 0.0
+    outcome: str = ""
+
+
+@dataclass(kw_only=True)
+class Notice(Event):
+    """Anything a person should see that has no table of its own (warnings, memory updates)."""
+
+    kind: ClassVar[str] = "notice"
+    level: str = "info"
+    text: str = ""
+
+
+Handler = Callable[[Event], None]
+
+
+class EventBus:
+    """Synchronous fan-out. A failing subscriber is logged and never breaks the loop."""
+
+    def __init__(self) -> None:
+        self._handlers: list[Handler] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, handler: Handler) -> Callable[[], None]:
+        with self._lock:
+            self._handlers.append(handler)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if handler in self._handlers:
+                    self._handlers.remove(handler)
+
+        return unsubscribe
+
+    def publish(self, event: Event) -> None:
+        with self._lock:
+            handlers = list(self._handlers)
+        for handler in handlers:
+            try:
+                handler(event)
+            except Exception:  # a display or logging failure must not stop the agent
+                log.exception("event handler %r failed on %s", handler, event.kind)

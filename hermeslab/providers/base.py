@@ -1,0 +1,91 @@
+"""The Provider protocol every model backend implements.
+
+A provider takes a ``ChatRequest`` and either returns a whole ``ChatResponse``
+(``complete``) or yields ``StreamDelta`` fragments followed by exactly one
+``ChatResponse`` as the last item (``stream``). Failures are raised as
+``ProviderError`` carrying what the recovery chain needs to classify them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol, runtime_checkable
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class ChatRequest:
+    messages: list[dict[str, Any]]
+    model: str = ""
+    tools: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    #: Extra body fields passed through to OpenAI-compatible endpoints.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChatResponse:
+    #: The assistant message in chat format (``role``, ``content``, optional ``tool_calls``).
+    message: dict[str, Any]
+    finish_reason: str | None = "stop"
+    #: None when the provider reported no usage.
+    usage: Usage | None = None
+    model: str = ""
+    #: Reasoning text the provider returned separately from the content, if any.
+    reasoning: str | None = None
+
+
+@dataclass
+class StreamDelta:
+    text: str = ""
+    reasoning: str = ""
+
+
+class ProviderError(Exception):
+    """A failed model call: HTTP status, the provider's message and what can be parsed from it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: Any = None,
+        error_type: str | None = None,
+        retry_after: float | None = None,
+        context_limit: int | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.body = body
+        #: The exception class or error code behind the failure (``APITimeoutError``, ``context_length_exceeded``).
+        self.error_type = error_type
+        self.retry_after = retry_after
+        self.context_limit = context_limit
+
+    def __str__(self) -> str:
+        prefix = f"HTTP {self.status}: " if self.status else ""
+        return f"{prefix}{self.message}"
+
+
+@runtime_checkable
+class Provider(Protocol):
+    #: Name used in logs and the sessions table.
+    name: str
+
+    def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]: ...

@@ -1,0 +1,29 @@
+import logging
+
+from hermeslab.core.events import EventBus, MessageAdded, TurnFinished
+
+
+def test_bus_fans_out_and_survives_a_failing_subscriber(caplog):
+    bus = EventBus()
+    seen = []
+
+    def broken(event):
+        raise RuntimeError("display crashed")
+
+    bus.subscribe(broken)
+    unsubscribe = bus.subscribe(seen.append)
+    with caplog.at_level(logging.ERROR):
+        bus.publish(TurnFinished(session_id="s", turn=1, trace_id="t", status="completed"))
+    assert [e.kind for e in seen] == ["turn_finished"]
+    assert "display crashed" in caplog.text
+    unsubscribe()
+    bus.publish(TurnFinished(session_id="s"))
+    assert len(seen) == 1
+
+
+def test_payload_excludes_envelope():
+    event = MessageAdded(session_id="s", turn=2, trace_id="t", message_id="m", parent_id=None, seq=3,
+                         message={"role": "user", "content": "hi"})
+    payload = event.payload()
+    assert payload["message"]["content"] == "hi"
+    assert "session_id" not in payload and "trace_id" not in payload

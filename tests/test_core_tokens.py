@@ -1,0 +1,64 @@
+from hermeslab.core.tokens import (
+    TokenCounter,
+    UsageCalibration,
+    count_text,
+    rough_request_tokens,
+    rough_tokens,
+)
+
+
+def test_count_text_uses_cl100k():
+    assert count_text("hello world") == 2
+    assert count_text("") == 0
+
+
+def test_message_counts_are_cached_by_content():
+    counter = TokenCounter()
+    message = {"role": "user", "content": "The quick brown fox jumps over the lazy dog."}
+    first = counter.count_message(message)
+    assert counter.count_message(dict(message)) == first
+    assert len(counter._cache) == 1
+    assert counter.count_message({"role": "user", "content": "different"}) != first
+
+
+def test_tool_calls_and_images_are_counted():
+    counter = TokenCounter()
+    plain = counter.count_message({"role": "assistant", "content": ""})
+    with_call = counter.count_message({"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}}]})
+    assert with_call > plain + 5
+    image = counter.count_message({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]})
+    assert image >= 765
+
+
+def test_rough_estimator_includes_tool_schemas_and_system_prompt():
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "x" * 400, "parameters": {}}}]
+    messages = [{"role": "user", "content": "y" * 400}]
+    assert rough_request_tokens(messages) == 100
+    assert rough_request_tokens(messages, "z" * 40, tools) == 100 + 10 + rough_tokens("read_file" + "x" * 400 + "{}")
+
+
+def test_calibration_learns_the_ratio():
+    calibration = UsageCalibration(smoothing=0.5)
+    assert calibration.apply(1000) == 1000
+    calibration.observe(1000, 1100)
+    assert calibration.apply(1000) == 1100
+    calibration.observe(1000, 1300)
+    assert calibration.apply(1000) == 1200
+    calibration.observe(0, 50)  # ignored
+    assert calibration.samples == 2
+
+
+def test_running_count_counts_only_new_messages_and_notices_rewrites():
+    from hermeslab.core.tokens import RunningCount
+
+    counter = TokenCounter()
+    running = RunningCount(counter)
+    history = [{"role": "user", "content": f"message {i}"} for i in range(5)]
+    full = sum(counter.count_message(m) for m in history)
+    assert running.total(history) == full
+    history.append({"role": "assistant", "content": "reply"})
+    assert running.total(history) == full + counter.count_message(history[-1])
+    rewritten = [history[0], {"role": "user", "content": "summary"}]
+    assert running.total(rewritten) == sum(counter.count_message(m) for m in rewritten)
+    assert running.total([]) == 0
