@@ -9,6 +9,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     from .store.lab import Lab
 
@@ -58,6 +59,7 @@ def plot_token_usage(
     where a compression rotated into a new session.
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     lab = _resolve_lab(lab)
     usage = token_usage_frame(lab, session_id)
@@ -71,10 +73,17 @@ def plot_token_usage(
            label="completion tokens")
     if threshold_tokens:
         ax.axhline(threshold_tokens, color="tab:red", ls="--", lw=1, label=f"compression threshold ({threshold_tokens:,})")
-    if context_length:
+    top = max(usage["prompt_tokens"].max(), threshold_tokens or 0) * 1.15
+    if context_length and context_length <= top * 1.5:
         ax.axhline(context_length, color="black", ls=":", lw=1, label=f"context window ({context_length:,})")
+        top = max(top, context_length * 1.05)
+    elif context_length:
+        ax.plot([], [], " ", label=f"context window {context_length:,} (off scale)")
     _mark_compressions(ax, lab, usage)
     _mark_session_boundaries(ax, usage)
+    ax.set_ylim(0, top)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     ax.set_xlabel("API call")
     ax.set_ylabel("tokens")
     ax.set_title(title or f"Token usage per API call · {usage['session_id'].iloc[-1]}")

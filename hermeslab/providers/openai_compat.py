@@ -1,0 +1,366 @@
+"""A Provider over the official ``openai`` SDK, for any OpenAI-compatible endpoint.
+
+The SDK's own retries are switched off: retrying, backing off and falling back
+are decisions of hermeslab's recovery chain, which needs to see every failure.
+Every SDK exception is translated into a ``ProviderError`` carrying what that
+chain classifies on (status, message, error type, Retry-After), and a stream
+that breaks off is reported as such instead of passing for a short answer.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import Any, Iterator, Mapping
+
+import openai
+
+from ..core.messages import wire_messages
+from .base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+
+#: Sent when an endpoint needs no key; the SDK refuses to start without one.
+PLACEHOLDER_API_KEY = "hermeslab-no-key"
+
+
+class OpenAICompatProvider:
+    """Chat completions against ``base_url`` (None: the SDK's default, api.openai.com)."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        *,
+        timeout: float = 120.0,
+        name: str = "openai-compatible",
+    ):
+        if not model:
+            raise ValueError("OpenAICompatProvider needs a model name")
+        self.name = name
+        self.model = model
+        self.base_url = base_url
+        key = api_key if api_key is not None else (PLACEHOLDER_API_KEY if base_url else None)
+        try:
+            self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
+        except openai.OpenAIError as exc:
+            raise ProviderError(
+                f"cannot create the OpenAI client: {exc}", error_type="missing_api_key"
+            ) from None
+
+    # ------------------------------------------------------------ Provider
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        try:
+            completion = self._client.chat.completions.create(**self._arguments(request))
+        except openai.OpenAIError as exc:
+            raise provider_error_from(exc) from exc
+        return response_from_completion(completion)
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
+        try:
+            sdk_stream = self._client.chat.completions.create(
+                **self._arguments(request), stream=True, stream_options={"include_usage": True}
+            )
+        except openai.OpenAIError as exc:
+            raise provider_error_from(exc) from exc
+        assembler = StreamAssembler()
+        try:
+            chunks = iter(sdk_stream)
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except (openai.OpenAIError, ValueError) as exc:
+                    raise assembler.interrupted(exc) from exc
+                delta = assembler.add(_as_dict(chunk))
+                if delta is not None:
+                    yield delta
+        finally:
+            sdk_stream.close()
+        yield assembler.finish()
+
+    def close(self) -> None:
+        """Release the HTTP connection pool."""
+        self._client.close()
+
+    # ------------------------------------------------------------ helpers
+
+    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": wire_messages(request.messages),
+        }
+        if request.tools:
+            arguments["tools"] = request.tools
+        if request.max_tokens is not None:
+            arguments["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            arguments["temperature"] = request.temperature
+        if request.extra:
+            arguments["extra_body"] = dict(request.extra)
+        return arguments
+
+
+# ---------------------------------------------------------------- responses
+
+
+def _as_dict(model: Any) -> dict[str, Any]:
+    """SDK objects as plain data, keeping provider-specific extra fields."""
+    if isinstance(model, dict):
+        return model
+    return model.to_dict()
+
+
+def assistant_message(text: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The assistant message in one canonical shape, whichever path produced it.
+
+    Content is None only when the message is made of tool calls alone, so a
+    streamed and a non-streamed answer to the same request compare equal.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tool_calls else None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def _reasoning_of(fields: Mapping[str, Any]) -> str:
+    value = fields.get("reasoning_content") or fields.get("reasoning") or ""
+    return value if isinstance(value, str) else ""
+
+
+def response_from_completion(completion: Any) -> ChatResponse:
+    """Translate a non-streamed SDK completion; no choices is an invalid response."""
+    data = _as_dict(completion) if not isinstance(completion, (str, bytes)) else {}
+    choices = data.get("choices") or []
+    if not choices:
+        raise ProviderError(
+            "the provider returned a response without choices",
+            body=data or completion,
+            error_type="invalid_response",
+        )
+    choice = choices[0]
+    raw = choice.get("message") or {}
+    tool_calls = [
+        {
+            "id": call.get("id") or "",
+            "type": call.get("type") or "function",
+            "function": {
+                "name": (call.get("function") or {}).get("name") or "",
+                "arguments": (call.get("function") or {}).get("arguments") or "",
+            },
+        }
+        for call in raw.get("tool_calls") or []
+    ]
+    reasoning = _reasoning_of(raw)
+    return ChatResponse(
+        message=assistant_message(raw.get("content") or "", tool_calls),
+        finish_reason=choice.get("finish_reason"),
+        usage=usage_from_dict(data.get("usage")),
+        model=data.get("model") or "",
+        reasoning=reasoning or None,
+    )
+
+
+def usage_from_dict(usage: Mapping[str, Any] | None) -> Usage | None:
+    """Map an OpenAI-style usage object, including the cache fields other vendors use."""
+    if not usage:
+        return None
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    cache_read = (
+        prompt_details.get("cached_tokens")
+        or usage.get("cache_read_input_tokens")
+        or usage.get("prompt_cache_hit_tokens")
+        or 0
+    )
+    cache_write = usage.get("cache_creation_input_tokens") or prompt_details.get("cache_write_tokens") or 0
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(cache_read),
+        cache_write_tokens=int(cache_write),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+class StreamAssembler:
+    """Folds streamed chunks into deltas for the caller and one final ChatResponse.
+
+    Tool calls arrive as fragments keyed by ``index``; the id and name come once
+    (some servers repeat them, which must not double them) and the argument
+    text is concatenated.
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.model = ""
+        self.saw_choice = False
+
+    def add(self, chunk: Mapping[str, Any]) -> StreamDelta | None:
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self.usage = usage_from_dict(chunk["usage"])
+        delta = StreamDelta()
+        for choice in chunk.get("choices") or []:
+            self.saw_choice = True
+            fields = choice.get("delta") or {}
+            if fields.get("content"):
+                delta.text += fields["content"]
+            delta.reasoning += _reasoning_of(fields)
+            for fragment in fields.get("tool_calls") or []:
+                self._add_call_fragment(fragment)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        self.text.append(delta.text)
+        self.reasoning.append(delta.reasoning)
+        return delta if delta.text or delta.reasoning else None
+
+    def _add_call_fragment(self, fragment: Mapping[str, Any]) -> None:
+        index = fragment.get("index")
+        if index is None:
+            index = self._index_without_position(fragment.get("id"))
+        call = self.calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        if fragment.get("id") and not call["id"]:
+            call["id"] = fragment["id"]
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        if name and name != call["function"]["name"]:
+            call["function"]["name"] += name
+        if function.get("arguments"):
+            call["function"]["arguments"] += function["arguments"]
+
+    def _index_without_position(self, call_id: str | None) -> int:
+        """Servers that omit ``index`` start a new call with a new id and continue the last one otherwise."""
+        if not self.calls:
+            return 0
+        last = max(self.calls)
+        if call_id and self.calls[last]["id"] and call_id != self.calls[last]["id"]:
+            return last + 1
+        return last
+
+    def partial_tool_calls(self) -> list[dict[str, Any]]:
+        return [self.calls[index] for index in sorted(self.calls)]
+
+    def interrupted(self, cause: BaseException) -> ProviderError:
+        text = "".join(self.text)
+        return ProviderError(
+            f"the stream was interrupted after {len(text)} characters: {cause}",
+            body={"partial_text": text, "partial_tool_calls": self.partial_tool_calls()},
+            error_type="stream_interrupted",
+        )
+
+    def finish(self) -> ChatResponse:
+        """The assembled response; a stream that never said it finished is an interruption."""
+        if not self.saw_choice:
+            raise ProviderError(
+                "the stream ended without any choices", body={"usage_seen": self.usage is not None},
+                error_type="invalid_response",
+            )
+        if self.finish_reason is None:
+            raise self.interrupted(ConnectionError("the stream ended without a finish_reason"))
+        reasoning = "".join(self.reasoning)
+        return ChatResponse(
+            message=assistant_message("".join(self.text), self.partial_tool_calls()),
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+            reasoning=reasoning or None,
+        )
+
+
+# ---------------------------------------------------------------- errors
+
+
+def provider_error_from(exc: openai.OpenAIError) -> ProviderError:
+    """Translate any SDK exception, keeping the provider's own words where it sent some."""
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    body = _full_body(exc, response)
+    detail = _error_detail(body)
+    message = _message_of(detail, body) or _exception_text(exc)
+    return ProviderError(
+        message,
+        status=status,
+        body=body,
+        error_type=_error_type_of(detail) or type(exc).__name__,
+        retry_after=retry_after_seconds(response.headers) if response is not None else None,
+    )
+
+
+def _exception_text(exc: BaseException) -> str:
+    """The SDK's text, plus the underlying cause for connection-level failures."""
+    text = str(exc) or type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" ({type(cause).__name__}: {cause})"
+    return text
+
+
+def _full_body(exc: openai.OpenAIError, response: Any) -> Any:
+    """The whole parsed JSON body (the SDK keeps only its ``error`` member), else what the SDK kept."""
+    if response is not None:
+        try:
+            return response.json()
+        except Exception:  # a body that is not JSON, or was never read
+            pass
+    return getattr(exc, "body", None)
+
+
+def _error_detail(body: Any) -> Any:
+    if isinstance(body, Mapping) and "error" in body:
+        return body["error"]
+    return body
+
+
+def _message_of(detail: Any, body: Any) -> str | None:
+    if isinstance(detail, str) and detail.strip():
+        return detail.strip()
+    for source in (detail, body):
+        if isinstance(source, Mapping):
+            for key in ("message", "detail", "error_description"):
+                value = source.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value.strip()
+    return None
+
+
+def _error_type_of(detail: Any) -> str | None:
+    """A symbolic error code is more specific than a category; a numeric one says less than the type."""
+    if not isinstance(detail, Mapping):
+        return None
+    code = detail.get("code")
+    if isinstance(code, str) and code and not code.isdigit():
+        return code
+    kind = detail.get("type")
+    if isinstance(kind, str) and kind:
+        return kind
+    return str(code) if code not in (None, "") else None
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
