@@ -8,20 +8,25 @@ model call has an inner retry loop for transient provider errors.
 
 from __future__ import annotations
 
+import copy
 import random
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .compaction import Compaction, Compactor, is_context_overflow, next_title, title_from
+from .context.policy import PREFLIGHT_PASSES, made_progress
 from .core.config import Config
 from .core.events import (
     ApiCallFinished,
     ApiCallStarted,
+    CompressionEvent,
     ErrorEvent,
     Event,
     EventBus,
     MessageAdded,
+    Notice,
     SessionEnded,
     SessionStarted,
     TextDelta,
@@ -81,6 +86,7 @@ class Agent:
         source: str = "cli",
         counter: TokenCounter = default_counter,
         sleep: Callable[[float], None] = time.sleep,
+        compactor: Compactor | None = None,
     ):
         self.config = config or Config()
         self.provider = provider
@@ -100,6 +106,10 @@ class Agent:
         #: Prompt tokens the provider reported for the latest call, and the history length it covered.
         self.last_prompt_tokens: int | None = None
         self.last_prompt_messages = 0
+        #: Compression at the right moments; None runs without context management.
+        self.compactor = compactor
+        self._turn_added: list[dict[str, Any]] = []
+        self._warned_repeated_compression = False
 
     # ------------------------------------------------------------ public API
 
@@ -122,18 +132,66 @@ class Agent:
             self._stop.clear()
             return self._run_turn(text)
 
+    def compress(self, focus: str | None = None) -> Compaction | None:
+        """/compress [focus]: compress now, past the automatic gate; clears the anti-thrash breaker."""
+        if self.compactor is None:
+            raise RuntimeError("this agent has no compactor (compression is disabled)")
+        with self._turn_lock:
+            self._start_session()
+            self.compactor.policy.reset_manual()
+            return self._compress("manual", focus)
+
+    def new_session(self) -> str:
+        """/new: end this conversation and start an empty one (a new logical conversation)."""
+        with self._turn_lock:
+            self.close("new_session")
+            self.session = Session(system_prompt=self.session.system_prompt, source=self.session.source)
+            self._reset_context()
+            return self.session.id
+
+    def branch(self) -> str:
+        """/branch: continue in a child session with the same history; the parent stays as it was."""
+        with self._turn_lock:
+            self._start_session()
+            parent = self.session
+            self.close("branched")
+            self.session = Session.with_history(
+                list(parent.messages), parent_session_id=parent.id, reason="branch", source=parent.source,
+                title=next_title(parent.title, title_from(self._first_user_text(parent))), turns=parent.turns)
+            if self.compactor is not None:
+                self.compactor.state = copy.deepcopy(self.compactor.state)
+                self.compactor.policy.state = self.compactor.state
+            self._start_session()
+            return self.session.id
+
+    def resume(self, session_id: str, messages: list[dict[str, Any]], *, next_seq: int, turns: int = 0) -> None:
+        """/resume: continue a logged session from its stored history (already in the log)."""
+        with self._turn_lock:
+            self.close("resumed_other")
+            self.session = Session.with_history(messages, id=session_id, reason="resume", source=self.session.source,
+                                                next_seq=next_seq, logged=len(messages), turns=turns)
+            self._reset_context()
+            self._start_session()
+
     # ------------------------------------------------------------ the turn
 
     def _run_turn(self, text: str) -> TurnResult:
+        if not self.session.started and self.session.title is None and self.session.reason == "new":
+            self.session.title = title_from(text)
         self._start_session()
         self.session.turns += 1
         self._trace_id = new_trace_id()
         self._api_calls = 0
+        self._turn_added = []
         result = TurnResult(text="", status="completed")
         self._emit(TurnStarted, user_text=text)
-        first = len(self.messages)
         parent = self._add_message({"role": "user", "content": strip_surrogates(text)}, None)
         try:
+            if self.compactor is not None:
+                self.compactor.policy.begin_turn()
+                if self.compactor.state.original_task is None:
+                    self.compactor.state.original_task = text
+                self._preflight()
             result.text, result.status = self._loop(parent, result)
         except (TurnInterrupted, KeyboardInterrupt):
             result.status = "interrupted"
@@ -145,7 +203,7 @@ class Agent:
                        status_code=exc.status, fatal=True)
             result.text = f"The model call failed and the turn stopped: {exc}"
         self._close_open_tool_calls()
-        result.messages = list(self.messages[first:])
+        result.messages = list(self._turn_added)
         result.api_calls = self._api_calls
         self._emit(TurnFinished, status=result.status, final_text=result.text, api_calls=result.api_calls,
                    prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
@@ -154,9 +212,16 @@ class Agent:
 
     def _loop(self, parent: str, result: TurnResult) -> tuple[str, str]:
         self_check_pending = self.config.agent.self_check
-        for _ in range(self.config.agent.max_iterations):
+        for iteration in range(self.config.agent.max_iterations):
             self._check_stop()
-            response = self._call_model(self.messages, result)
+            if iteration and self.compactor is not None:
+                self._maybe_compress("pressure", self._context_tokens())
+            try:
+                response = self._call_model(self.messages, result)
+            except ProviderError as exc:
+                if self._recover_from_overflow(exc):
+                    continue
+                raise
             if response.message.get("_interrupted"):
                 self._add_message(response.message, parent)
                 raise TurnInterrupted
@@ -173,6 +238,8 @@ class Agent:
                 return response.message.get("content") or "", "completed"
             self._run_tools(calls, assistant_id)
             parent = assistant_id
+            if self.compactor is not None and self.last_prompt_tokens is not None:
+                self._maybe_compress("turn", self.last_prompt_tokens)
         return "Stopped: the turn used its whole iteration budget.", "max_iterations"
 
     # ------------------------------------------------------------ model calls
@@ -211,6 +278,8 @@ class Agent:
             if not estimated:
                 self.calibration.observe(counted, usage.prompt_tokens)
                 self.last_prompt_tokens, self.last_prompt_messages = usage.prompt_tokens, len(messages)
+                if self.compactor is not None:
+                    self.compactor.policy.observe_prompt_tokens(usage.prompt_tokens)
             _add_usage(result.usage, usage)
             self._emit(ApiCallFinished, call_index=call_index, attempt=attempt, model=response.model or request.model,
                        estimated_prompt_tokens=estimate, prompt_tokens=usage.prompt_tokens,
@@ -268,6 +337,95 @@ class Agent:
             count_text(c["function"].get("arguments", "")) for c in tool_calls_of(message)
         )
         return Usage(prompt_tokens=estimate, completion_tokens=completion), True
+
+    # ------------------------------------------------------------ context
+
+    def _context_tokens(self) -> int:
+        """The next request's size in the unit the compression thresholds use."""
+        tools = self.tools.schemas() or None
+        if self.compactor.cfg.estimator == "rough":
+            return self.compactor.estimate_request(self.messages, tools)
+        return self.calibration.apply(self._count_request(self.messages, tools))
+
+    def _preflight(self) -> None:
+        """Before the turn's first call: compress until under the threshold, at most three passes."""
+        for _ in range(PREFLIGHT_PASSES):
+            tokens, count = self._context_tokens(), len(self.messages)
+            if not self.compactor.policy.should_compress(tokens, "preflight"):
+                return
+            compaction = self._compress("preflight")
+            if compaction is None or not compaction.changed:
+                return
+            if not made_progress(count, tokens, len(self.messages), self._context_tokens()):
+                return
+
+    def _maybe_compress(self, trigger: str, tokens: int) -> None:
+        if self.compactor.policy.should_compress(tokens, trigger):
+            self._compress(trigger)
+
+    def _recover_from_overflow(self, error: ProviderError) -> bool:
+        """The provider says the prompt is too long: learn the real window, compress, try again."""
+        if self.compactor is None or not is_context_overflow(error):
+            return False
+        limit = self.compactor.policy.overflow_limit(error.message, self.compactor.window)
+        if limit is not None:
+            self.compactor.lower_window(limit)
+            self._emit(Notice, level="warning", text=f"the provider's window is {limit:,} tokens; budgets lowered")
+        compaction = self._compress("overflow")
+        return compaction is not None and compaction.changed
+
+    def _compress(self, trigger: str, focus: str | None = None) -> Compaction | None:
+        """Run the compactor and apply what it produced: rotation or in-place, always logged."""
+        compaction = self.compactor.run(self.messages, trigger=trigger, focus=focus)
+        if compaction is None:
+            return None
+        result, in_place = compaction.result, self.compactor.cfg.in_place
+        mode = ("in_place" if in_place else "rotation") if compaction.changed else "none"
+        child: Session | None = None
+        if mode == "rotation":
+            child = Session.with_history(
+                compaction.messages, parent_session_id=self.session.id, reason="compression",
+                source=self.session.source, turns=self.session.turns,
+                title=next_title(self.session.title, title_from(self._first_user_text(self.session))))
+        record = getattr(result, "record", {}) or {}
+        plan = getattr(result, "plan", None)
+        summary = result.summary_text or ""
+        self._emit(CompressionEvent, trigger=trigger, strategy=self.compactor.cfg.strategy,
+                   tokens_before=result.tokens_before, tokens_after=result.tokens_after,
+                   messages_before=len(self.messages), messages_after=len(compaction.messages),
+                   compress_start=plan.boundary.start if plan else None,
+                   compress_end=plan.boundary.end if plan else None,
+                   summary_tokens=self.counter.count_message({"role": "user", "content": summary}) if summary else 0,
+                   duration_ms=compaction.duration_ms, effective=not compaction.verdict.get("ineffective", False),
+                   fallback_used=result.fallback_used, mode=mode, new_session_id=child.id if child else None,
+                   archived_before_seq=self.session.next_seq if mode == "in_place" else None,
+                   details={**record, "verdict": compaction.verdict, "window": compaction.window})
+        if mode == "rotation":
+            self.close("compression")
+            self.session = child
+            self._start_session()
+        elif mode == "in_place":
+            self.session.replace_history(compaction.messages)
+            self._announce(range(len(self.session.messages)))
+        if mode != "none":
+            self.last_prompt_tokens = None
+            count = self.compactor.state.compression_count
+            if count >= 2 and not self._warned_repeated_compression:
+                self._warned_repeated_compression = True
+                self._emit(Notice, level="warning",
+                           text=f"the context was compressed {count} times; details from early turns may be lost")
+        return compaction
+
+    def _reset_context(self) -> None:
+        self.last_prompt_tokens = None
+        self._warned_repeated_compression = False
+        if self.compactor is not None:
+            self.compactor.reset()
+
+    @staticmethod
+    def _first_user_text(session: Session) -> str:
+        return next((m.get("content") for m in session.messages
+                     if m.get("role") == "user" and isinstance(m.get("content"), str)), "") or ""
 
     # ------------------------------------------------------------ tools
 
@@ -344,15 +502,21 @@ class Agent:
                    model=self.config.model.name, title=s.title, system_prompt=s.system_prompt,
                    config_hash=self.config.digest(), context_length=self.config.model.context_length,
                    reason=s.reason)
+        self._announce(range(s.logged, len(s.messages)))
+
+    def _announce(self, indices: range) -> None:
+        """Log history messages that entered the session other than through a turn (a new or rewritten history)."""
+        s = self.session
         parent = None
-        for index, message in enumerate(list(s.messages)):
-            message_id = s.message_ids[index]
+        for index in indices:
+            message, message_id = s.messages[index], s.message_ids[index]
             self._emit(MessageAdded, message_id=message_id, parent_id=parent, seq=s.seq_of(index), message=message,
                        tokens=self.counter.count_message(message))
             parent = message_id if message.get("role") != "tool" else parent
 
     def _add_message(self, message: dict[str, Any], parent_id: str | None) -> str:
         message_id, seq = self.session.append(message)
+        self._turn_added.append(message)
         self._emit(MessageAdded, message_id=message_id, parent_id=parent_id, seq=seq, message=message,
                    tokens=self.counter.count_message(message))
         return message_id

@@ -41,8 +41,10 @@ DEMO_SCRIPT = [
 
 
 def _load_config(path: str | None) -> Config:
+    from .runtime import load_config
+
     try:
-        return Config.from_yaml(path) if path else Config()
+        return load_config(path)
     except (ConfigError, OSError) as exc:
         raise SystemExit(f"hermeslab: {exc}") from None
 

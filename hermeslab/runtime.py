@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from .agent import Agent
-from .core.config import Config
+from .compaction import Compactor
+from .context.extractive import ExtractiveSummariser
+from .context.presets import apply_preset
+from .context.summary import LLMSummariser
+from .context.types import Summariser
+from .core.config import Config, ConfigError
 from .core.events import EventBus
 from .providers import ProviderHandle, open_provider
 from .session import Session
@@ -38,12 +43,30 @@ class Runtime:
         self.provider_handle: ProviderHandle = open_provider(self.config)
         self.todos = TodoStore()
         self.tools = builtin_registry(self.config.tools, todo_store=self.todos)
+        compactor = None
+        if self.config.compression.enabled:
+            compactor = Compactor(self.config, make_summariser(self.config, self.provider_handle.provider),
+                                  todos=self.todos)
         self.agent = Agent(self.provider_handle.provider, config=self.config, tools=self.tools, bus=self.bus,
-                           session=session, source=source)
+                           session=session, source=source, compactor=compactor)
 
     @property
     def lab_path(self) -> Path:
         return lab_path(self.config)
+
+    def resume(self, session_id: str) -> str:
+        """Continue a logged session (following compression rotations to the newest one)."""
+        from .store import open as open_lab
+
+        lab = open_lab(self.lab_path)
+        target = lab.continuation(session_id)
+        history = lab.history(target)
+        if not history:
+            raise ValueError(f"no session {session_id!r} with messages in {self.lab_path}")
+        stats = lab.sql("SELECT max(seq) AS seq, max(turn) AS turn FROM messages WHERE session_id = ?", [target])
+        self.agent.resume(target, history, next_seq=int(stats["seq"].iloc[0]) + 1,
+                          turns=int(stats["turn"].iloc[0] or 0))
+        return target
 
     def close(self) -> None:
         """End the session, write everything queued, stop the local server."""
@@ -61,6 +84,42 @@ class Runtime:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def make_summariser(config: Config, provider: Any) -> Summariser:
+    """The LLM summariser with the extractive one as its failure fallback, or the extractive one alone."""
+    extractive = ExtractiveSummariser()
+    if config.compression.summariser == "extractive":
+        return extractive
+    return LLMSummariser(provider, config.model.name, summary_model=config.compression.summary_model,
+                         fallback=extractive)
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """A Config from YAML where ``compression.preset`` supplies the defaults the file does not set."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+    Config.from_dict(data)  # report a bad key against the file as written
+    compression = data.get("compression") or {}
+    preset = compression.get("preset", "seed") if isinstance(compression, dict) else "seed"
+    base = apply_preset(Config(), preset).to_dict()
+    return Config.from_dict(_merged(base, data)).with_overrides(overrides or {})
+
+
+def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` laid over ``base``, section by section."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _redactor(config: Config):

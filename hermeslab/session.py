@@ -42,10 +42,32 @@ class Session:
     started: bool = False
     #: Next sequence number; only grows, so ids stay unique when history is rewritten.
     next_seq: int = 0
+    #: Leading messages that are already in the log (a resumed session); not announced again.
+    logged: int = 0
 
     def __post_init__(self) -> None:
         if self.system_prompt and not self.messages:
             self.append({"role": "system", "content": self.system_prompt})
+
+    @classmethod
+    def with_history(cls, messages: list[dict[str, Any]], *, next_seq: int = 0, logged: int = 0,
+                     **fields: Any) -> "Session":
+        """A session that starts from an existing history (continuation, branch or resume)."""
+        system = next((m.get("content") for m in messages[:1] if m.get("role") == "system"), "")
+        prompt = fields.pop("system_prompt", None)
+        session = cls(**fields, next_seq=next_seq, logged=logged)  # no prompt yet: it is in `messages`
+        session.system_prompt = prompt if prompt is not None else (system or "")
+        for message in messages:
+            session.append(message)
+        return session
+
+    def replace_history(self, messages: list[dict[str, Any]]) -> int:
+        """Swap in a rewritten history (in-place compression); returns the first new sequence number."""
+        first = self.next_seq
+        self.messages, self.message_ids = [], []
+        for message in messages:
+            self.append(message)
+        return first
 
     def seq_of(self, index: int) -> int:
         """Sequence number of the message at ``index`` in the history."""

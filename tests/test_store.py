@@ -519,7 +519,7 @@ def test_an_automatic_flush_stops_at_the_end_of_the_turn(lab_path):
 
 def test_handle_never_waits_for_the_database(lab_path):
     chat = Conversation()
-    writer = StoreWriter(lab_path, lock_timeout=60)
+    writer = StoreWriter(lab_path, lock_timeout=60, durable_turns=False)
     hold = duckdb.connect(str(lab_path))  # the file is busy for as long as we hold it
     events = [chat.start(), *chat.turn(1), *chat.turn(2)]
     publisher = threading.Thread(target=lambda: [writer.handle(event) for event in events])
@@ -531,6 +531,27 @@ def test_handle_never_waits_for_the_database(lab_path):
     lab = Lab(lab_path)
     assert len(lab.turns("s1")) == 2 and len(lab.messages("s1")) == 8
     writer.close()
+
+
+def test_a_new_turn_waits_until_the_previous_turn_is_committed(lab_path):
+    chat = Conversation()
+    writer = StoreWriter(lab_path, lock_timeout=60)
+    writer.handle(chat.start())
+    writer.flush()
+    hold = duckdb.connect(str(lab_path))
+    second_turn = chat.turn(2)
+    for event in chat.turn(1):
+        writer.handle(event)
+    publisher = threading.Thread(target=lambda: [writer.handle(event) for event in second_turn])
+    publisher.start()
+    publisher.join(timeout=1.0)
+    assert publisher.is_alive()  # turn 2 cannot start while turn 1 is still unwritten
+    hold.close()
+    publisher.join(timeout=30)
+    assert not publisher.is_alive()
+    assert len(Lab(lab_path).turns("s1")) >= 1  # turn 1 was committed before turn 2 went on
+    writer.close()
+    assert len(Lab(lab_path).turns("s1")) == 2
 
 
 def test_a_failed_flush_keeps_the_rows_for_the_next_one(lab_path):

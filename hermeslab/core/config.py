@@ -131,6 +131,9 @@ class CompressionConfig:
     #: Re-serialise long tool-call arguments even when no value was cut (Hermes): it only
     #: changes whitespace, and lengthens compact JSON.
     rewrite_unshrunk_args: bool = False
+    #: Deduplication back-references name the later call that holds the output; off, they
+    #: say only "a later call" and are as long as Hermes's, which its budget walk counts.
+    name_duplicate_source: bool = True
 
 
 @dataclass

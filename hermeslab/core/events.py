@@ -172,6 +172,11 @@ class CompressionEvent(Event):
     duration_ms: float = 0.0
     effective: bool = True
     fallback_used: bool = False
+    #: ``rotation`` (the history continues in ``new_session_id``), ``in_place`` (rows before
+    #: ``archived_before_seq`` are archived) or ``none`` (nothing was applied).
+    mode: str = "none"
+    new_session_id: str | None = None
+    archived_before_seq: int | None = None
     #: The phases' decision records (pruned indices, budgets, reasons).
     details: dict[str, Any] = field(default_factory=dict)
 

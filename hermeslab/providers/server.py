@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import math
+import sys
 import threading
 import time
 import uuid
@@ -276,6 +277,14 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], owner: "LocalServer"):
         self.owner = owner
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a stopped stream, a closed client) is normal, not a server fault."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            log.debug("client %s went away: %s", client_address, error)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

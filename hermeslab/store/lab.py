@@ -11,6 +11,7 @@ columns. Nothing is created on disk until a writer writes. Timestamps are UTC.
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -104,6 +105,27 @@ class Lab:
             "SELECT * FROM messages WHERE session_id = ? ORDER BY seq, created_at", [_session_id(session_id)]
         )
 
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's active history as chat messages, ready to resume from (archived rows left out)."""
+        rows = self.sql(
+            "SELECT role, content, tool_calls, tool_call_id FROM messages "
+            "WHERE session_id = ? AND active ORDER BY seq", [_session_id(session_id)]
+        )
+        return [_chat_message(row) for row in rows.itertuples(index=False)]
+
+    def continuation(self, session_id: str, max_hops: int = 100) -> str:
+        """Follow compression rotations forward: the newest session that continues ``session_id``."""
+        current, seen = _session_id(session_id), set()
+        for _ in range(max_hops):
+            seen.add(current)
+            children = self.sql(
+                "SELECT id FROM sessions WHERE parent_session_id = ? AND reason = 'compression' "
+                "ORDER BY started_at DESC LIMIT 1", [current])
+            if children.empty or children["id"].iloc[0] in seen:
+                return current
+            current = str(children["id"].iloc[0])
+        return current
+
     def api_calls(self, session_id: str | None = None) -> pd.DataFrame:
         return self._rows("api_calls", session_id, "created_at, turn, call_index, attempt")
 
@@ -192,6 +214,25 @@ class Lab:
             with open_lab_file(self.path, read_only=False, timeout=self.lock_timeout) as con:
                 ensure_schema(con)
         self._schema_checked = True
+
+
+def _chat_message(row: Any) -> dict[str, Any]:
+    """A messages row back as an OpenAI chat message (list content and tool calls were stored as JSON)."""
+    message: dict[str, Any] = {"role": row.role}
+    content = None if pd.isna(row.content) else row.content
+    if isinstance(content, str) and content.startswith("[") and content.endswith("]"):
+        try:
+            parsed = json.loads(content)
+            if isinstance(parsed, list) and all(isinstance(p, dict) and "type" in p for p in parsed):
+                content = parsed
+        except json.JSONDecodeError:
+            pass
+    message["content"] = content if content is not None else ""
+    if not pd.isna(row.tool_calls) and row.tool_calls:
+        message["tool_calls"] = json.loads(row.tool_calls)
+    if not pd.isna(row.tool_call_id) and row.tool_call_id:
+        message["tool_call_id"] = row.tool_call_id
+    return message
 
 
 def _session_id(session_id: Any) -> str:

@@ -221,8 +221,16 @@ _V1_TABLES = (
     "CREATE INDEX events_session ON events (session_id)",
 )
 
+_V2_COMPRESSION_MODE = (
+    "ALTER TABLE compressions ADD COLUMN mode VARCHAR",
+    "ALTER TABLE compressions ADD COLUMN new_session_id VARCHAR",
+    "ALTER TABLE compressions ADD COLUMN archived_before_seq BIGINT",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, messages, turns, api and tool calls, compressions, recoveries, errors, events", _V1_TABLES),
+    Migration(2, "how a compression was applied: rotation to a child session or in-place archiving",
+              _V2_COMPRESSION_MODE),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

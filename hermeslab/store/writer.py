@@ -85,6 +85,8 @@ class Batch:
     #: Sessions met for the first time, with the time of their first event, so that a
     #: session whose SessionStarted was never seen still gets a row to count into.
     first_seen: dict[str, float] = field(default_factory=dict)
+    #: In-place compressions: (session_id, seq) — active messages below seq become archived.
+    archives: list[tuple[str, int]] = field(default_factory=list)
 
     def add(self, table: str, row: Row) -> None:
         self.rows.setdefault(table, []).append(row)
@@ -105,9 +107,10 @@ class Batch:
                 self.count(session_id, counter, amount)
         for session_id, ts in other.first_seen.items():
             self.touch(session_id, ts)
+        self.archives.extend(other.archives)
 
     def row_count(self) -> int:
-        return sum(len(rows) for rows in self.rows.values()) + len(self.lifecycle)
+        return sum(len(rows) for rows in self.rows.values()) + len(self.lifecycle) + len(self.archives)
 
     def is_empty(self) -> bool:
         return self.row_count() == 0
@@ -295,10 +298,15 @@ class RowBuilder:
                 "duration_ms": _opt_float(event.duration_ms),
                 "effective": bool(event.effective),
                 "fallback_used": bool(event.fallback_used),
+                "mode": _opt_str(event.mode),
+                "new_session_id": _opt_str(event.new_session_id),
+                "archived_before_seq": _opt_int(event.archived_before_seq),
                 "details": _json(event.details),
                 "created_at": _utc(event.ts),
             },
         )
+        if event.mode == "in_place" and event.archived_before_seq is not None:
+            part.archives.append((event.session_id, int(event.archived_before_seq)))
 
     def _on_recovery(self, event: RecoveryEvent, part: Batch) -> None:
         part.add(
@@ -466,6 +474,9 @@ _ADD_TOTALS = (
     + ") AS d WHERE sessions.id = d.id"
 )
 
+# In-place compression: the rows it replaced stay searchable but leave the active history.
+_ARCHIVE = "UPDATE messages SET active = false, compacted = true WHERE session_id = ? AND seq < ? AND active"
+
 #: Re-delivering a message (same message_id) is a no-op rather than an error that would block the queue.
 _ON_CONFLICT = {"messages": "ON CONFLICT (id) DO NOTHING"}
 
@@ -488,6 +499,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: Batch) -> None:
         for table, rows in batch.rows.items():
             if rows:
                 _insert(con, table, rows, _ON_CONFLICT.get(table, ""))
+        for session_id, before_seq in batch.archives:
+            con.execute(_ARCHIVE, [session_id, before_seq])
         if batch.totals:
             ids = list(batch.totals)
             con.execute(_ADD_TOTALS, [ids, *([batch.totals[s].get(c, 0) for s in ids] for c in SESSION_COUNTERS)])
@@ -526,7 +539,8 @@ class StoreWriter:
     the system prompt, and the text fields of event payloads.
     """
 
-    def __init__(self, path: str | Path, *, redact: Redactor | None = None, lock_timeout: float = 30.0):
+    def __init__(self, path: str | Path, *, redact: Redactor | None = None, lock_timeout: float = 30.0,
+                 durable_turns: bool = True):
         if not isinstance(path, (str, Path)) or not str(path):
             raise TypeError(f"path must be a non-empty str or Path, got {path!r}")
         if not lock_timeout > 0:
@@ -535,6 +549,11 @@ class StoreWriter:
             raise TypeError(f"redact must be a callable str -> str, got {type(redact).__name__}")
         self.path = Path(path).expanduser().absolute()  # a later chdir must not move the lab
         self.lock_timeout = float(lock_timeout)
+        #: A new turn first waits until the previous turn's rows are committed (normally long done),
+        #: so a killed process loses at most the turn in flight. Bulk replays may turn it off.
+        self.durable_turns = durable_turns
+        self._triggers = 0  # automatic flushes asked for (one per trigger event)
+        self._triggers_done = 0  # automatic flushes the thread has finished
         self._builder = RowBuilder(redact)
         self._cond = threading.Condition()
         self._queue: list[Event] = []
@@ -570,8 +589,11 @@ class StoreWriter:
         with self._cond:
             if self._closing:
                 raise StoreError(f"the writer for {self.path} is closed; {event.kind} event not stored")
+            if self.durable_turns and isinstance(event, TurnStarted):
+                self._cond.wait_for(lambda: self._triggers_done >= self._triggers, timeout=self.lock_timeout)
             self._queue.append(item)
             if isinstance(event, FLUSH_TRIGGERS):
+                self._triggers += 1
                 self._ready = len(self._queue)
                 self._cond.notify_all()
 
@@ -645,10 +667,12 @@ class StoreWriter:
                 del self._queue[: self._ready]
                 self._ready = 0
                 ticket = self._requested
+                triggers = self._triggers
                 stop = self._closing
             error = self._flush_events(events)
             with self._cond:
                 self._served = ticket
+                self._triggers_done = triggers
                 if error is None:
                     self._durable = ticket
                 self._last_error = error

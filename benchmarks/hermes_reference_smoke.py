@@ -1,0 +1,113 @@
+"""Measure the Hermes reference harness: install, bridge overhead, compress() speed, replay totals.
+
+Usage: python benchmarks/hermes_reference_smoke.py [--datasets DIR] [--skip-replay]
+
+Prints one JSON document. The replay totals at a 16K window are the numbers
+to compare with the figures measured independently for Hermes 0.19.0 (mini-swe-agent: 648
+compress() calls, 87 still over the window, 62 outputs with two summaries,
+62 missing the latest user message, 143 summarising only the previous summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from hermeslab.eval.hermes_reference import HermesReference, ensure_hermes_venv, read_marker
+
+MINI_SWE = "mini_swe_agent_gemini3pro_swebv.jsonl"
+TAU2 = "tau2_bench_gpt41.jsonl"
+
+
+def load(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def summed_totals(results: list[dict]) -> dict:
+    totals: dict[str, int] = {}
+    for result in results:
+        for key, value in result["totals"].items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def bridge_overhead(ref: HermesReference, session: dict, pings: int) -> dict:
+    """Empty round trips, and a real compress() round trip minus the time spent inside Hermes."""
+    empty = [ref.ping() for _ in range(pings)]
+    gaps = []
+    for _ in range(10):
+        started = time.perf_counter()
+        result = ref.compress(session["messages"], context_length=16_000)
+        gaps.append((time.perf_counter() - started) * 1000.0 - result["elapsed_ms"])
+    size = len(json.dumps(session["messages"]))
+    return {
+        "empty_round_trip_ms_median": round(statistics.median(empty), 3),
+        "compress_round_trip_overhead_ms_median": round(statistics.median(gaps), 2),
+        "payload_chars": size,
+    }
+
+
+def compress_speed(ref: HermesReference, sessions: list[dict], context_length: int, repeats: int) -> list[dict]:
+    rows = []
+    for session in sessions:
+        timings = ref.time_compress(session["messages"], context_length=context_length, repeats=repeats)
+        rows.append({
+            "id": session["id"],
+            "messages": len(session["messages"]),
+            "context_length": context_length,
+            "median_ms": round(statistics.median(timings), 2),
+            "min_ms": round(min(timings), 2),
+            "p90_ms": round(percentile(timings, 0.9), 2),
+        })
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", type=Path, default=Path("/work/shared/datasets"))
+    parser.add_argument("--context-length", type=int, default=16_000)
+    parser.add_argument("--longest", type=int, default=5, help="how many of the longest sessions to time")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--skip-replay", action="store_true")
+    options = parser.parse_args()
+
+    report: dict = {}
+    started = time.perf_counter()
+    venv_path = ensure_hermes_venv()
+    report["venv"] = {"path": str(venv_path), "ensure_seconds": round(time.perf_counter() - started, 2),
+                      "install_seconds_recorded": (read_marker(venv_path) or {}).get("install_seconds")}
+
+    mini = load(options.datasets / MINI_SWE)
+    longest = sorted(mini, key=lambda s: len(s["messages"]), reverse=True)[: options.longest]
+    with HermesReference(venv_path, timeout=None) as ref:
+        report["worker"] = ref.info
+        report["bridge"] = bridge_overhead(ref, longest[0], pings=500)
+        report["compress_speed"] = [
+            *compress_speed(ref, longest, 16_000, options.repeats),
+            *compress_speed(ref, longest, 128_000, options.repeats),
+        ]
+        if not options.skip_replay:
+            replays = {}
+            for name, sessions in ((MINI_SWE, mini), (TAU2, load(options.datasets / TAU2))):
+                began = time.perf_counter()
+                results = ref.replay_many(sessions, context_length=options.context_length)
+                replays[name] = {
+                    "sessions": len(results),
+                    "seconds": round(time.perf_counter() - began, 1),
+                    **summed_totals(results),
+                }
+            report["replay"] = {"context_length": options.context_length, **replays}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

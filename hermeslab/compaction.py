@@ -1,0 +1,160 @@
+"""Compression at the right moments, for one logical conversation.
+
+The pure pipeline (``hermeslab.context``) decides *how* to compress a message
+list; the policy decides *whether*. The Compactor holds the two together with
+the summariser, the current window and what must happen around a compression
+(strategy choice, todo re-injection, the verdict for the anti-thrash breaker).
+Applying the result to a session (rotation or in-place archiving) is the
+agent's job, because only the agent emits events.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .context import (
+    CompressionPolicy,
+    CompressionState,
+    Summariser,
+    compress,
+    derive_budgets,
+    is_summary_message,
+    observation_masking,
+    sliding_window,
+)
+from .context.estimate import list_estimator, message_estimator
+from .core.config import Config
+from .core.tokens import default_counter, rough_tool_schema_tokens
+from .providers.base import ProviderError
+from .tools.todo import TodoStore
+
+#: Wordings providers use when a prompt does not fit the model's window.
+_OVERFLOW_PATTERNS = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
+    r"exceeds? the (?:available )?context|too many tokens|input is too long|max_model_len|"
+    r"reduce the length of the (?:messages|input)|request too large|n_ctx",
+    re.IGNORECASE,
+)
+_RATE_LIMIT = re.compile(r"rate.?limit|per minute|tokens per min|\bTPM\b|\bRPM\b", re.IGNORECASE)
+
+
+def is_context_overflow(error: ProviderError) -> bool:
+    """True when a provider rejected the request because the prompt is too large.
+
+    413 always counts; 400 (and the 5xx some servers use) count when the text
+    says so. Rate-limit wording never does, even when it mentions tokens.
+    """
+    text = f"{error.message} {error.error_type or ''}"
+    if error.status == 413:
+        return True
+    if error.status == 429 or _RATE_LIMIT.search(text):
+        return False
+    return error.status in (None, 400, 500, 502, 503) and bool(_OVERFLOW_PATTERNS.search(text))
+
+
+@dataclass
+class Compaction:
+    """One finished compression attempt, ready to be applied and logged."""
+
+    trigger: str
+    messages: list[dict[str, Any]]
+    result: Any
+    verdict: dict[str, Any]
+    duration_ms: float
+    window: int
+
+    @property
+    def changed(self) -> bool:
+        return not self.result.aborted and self.result.condensed > 0
+
+
+class Compactor:
+    """Runs the configured compression strategy when the policy allows it."""
+
+    def __init__(self, config: Config, summariser: Summariser, *, todos: TodoStore | None = None,
+                 state: CompressionState | None = None, clock: Callable[[], float] = time.monotonic):
+        self.config = config
+        self.cfg = config.compression
+        self.summariser = summariser
+        self.todos = todos
+        self.state = state or CompressionState()
+        self.window = config.model.context_length
+        self.budgets = derive_budgets(self.cfg, self.window, config.model.max_tokens)
+        self.policy = CompressionPolicy(self.cfg, self.budgets, self.state, clock=clock)
+        self._estimate_list = list_estimator(self.cfg)
+        self._estimate_message = message_estimator(self.cfg)
+
+    # ------------------------------------------------------------ measuring
+
+    def estimate_request(self, messages: Sequence[dict], tools: Sequence[dict] | None) -> int:
+        """The request size in the unit the thresholds use (tiktoken, or Hermes's chars/4)."""
+        if self.cfg.estimator == "rough":
+            return self._estimate_list(messages) + rough_tool_schema_tokens(tools)
+        return default_counter.count_request(messages, tools)
+
+    def lower_window(self, limit: int) -> None:
+        """A provider said the window is smaller than configured: re-derive every budget."""
+        self.window = limit
+        self.budgets = derive_budgets(self.cfg, limit, self.config.model.max_tokens)
+        self.policy.budgets = self.budgets
+
+    def reset(self) -> None:
+        """A new logical conversation (/new): fresh state, manual reset of the breaker."""
+        self.state = CompressionState()
+        self.policy.state = self.state
+        self.policy.last_prompt_tokens = None
+
+    # ------------------------------------------------------------ compressing
+
+    def run(self, messages: list[dict[str, Any]], *, trigger: str, focus: str | None = None) -> Compaction | None:
+        """Compress once if ``trigger`` is allowed now; None when the policy blocks it."""
+        if not self.policy.allows(trigger):
+            return None
+        started = time.perf_counter()
+        result = self._strategy(messages, focus)
+        verdict = self.policy.record(result, trigger)
+        out = result.messages
+        if not result.aborted and result.condensed > 0:
+            out = self._with_todos(out)
+            if self.cfg.strategy != "summary":  # the pipeline counts its own compressions
+                self.state.compression_count += 1
+        return Compaction(trigger=trigger, messages=out, result=result, verdict=verdict,
+                          duration_ms=(time.perf_counter() - started) * 1000, window=self.window)
+
+    def _strategy(self, messages: list[dict[str, Any]], focus: str | None) -> Any:
+        if self.cfg.strategy == "observation_masking":
+            return observation_masking(messages, estimate=self._estimate_message, min_saving=self.cfg.min_saving)
+        if self.cfg.strategy == "sliding_window":
+            return sliding_window(messages, budget_tokens=self.budgets.tail_token_budget,
+                                  estimate=self._estimate_message, min_saving=self.cfg.min_saving)
+        return compress(messages, cfg=self.cfg, budgets=self.budgets, state=self.state,
+                        summariser=self.summariser, focus=focus, estimate_tokens=self._estimate_list)
+
+    def _with_todos(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Re-inject open todo items right after the summary, where they read as background."""
+        text = self.todos.format_for_injection() if self.todos is not None else None
+        if not text:
+            return messages
+        note = {"role": "user", "content": text, "_synthetic": True}
+        at = next((i + 1 for i, m in enumerate(messages) if is_summary_message(m)), None)
+        if at is None:
+            at = 1 if messages and messages[0].get("role") == "system" else 0
+        return messages[:at] + [note] + messages[at:]
+
+
+def next_title(title: str | None, fallback: str) -> str:
+    """``Title`` → ``Title (2)`` → ``Title (3)``: the name of a continuation session."""
+    base = (title or fallback).strip() or "session"
+    match = re.fullmatch(r"(.*) \((\d+)\)", base)
+    if match:
+        return f"{match.group(1)} ({int(match.group(2)) + 1})"
+    return f"{base} (2)"
+
+
+def title_from(text: str | None, limit: int = 60) -> str:
+    words = " ".join((text or "").split())
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+

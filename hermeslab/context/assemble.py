@@ -1,0 +1,182 @@
+"""Phase 4: head + handoff summary + tail, made sendable.
+
+The summary's role is picked so that it never sits between two messages of
+the same role when that can be avoided (user after a system, assistant or tool
+head end; flipped when the tail starts with the same role); when neither role
+fits, the summary is merged into the first tail message, *ahead* of that
+message's own content, so the summary's closing line still points at the
+message the model must answer.
+
+Tool pairs are then repaired. Results whose call was summarised are removed.
+Calls whose results were summarised are answered with a stub that points at
+the summary (``missing_results="stub"``, the seed): the model keeps seeing
+what it did, and the provider sees a complete pair. Hermes removes such calls
+instead (``"drop"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from hermeslab.core.config import CompressionConfig
+from hermeslab.core.messages import text_of
+
+from .estimate import is_image_part
+from .turns import has_tool_calls
+from .types import LEGACY_SUMMARY_PREFIX, SUMMARY_END_MARKER, SUMMARY_PREFIX
+
+MISSING_RESULT_STUB = "[result not kept: this call and its outcome are covered by the handoff summary]"
+REMOVED_CALL_TEXT = "[tool call removed: it is covered by the handoff summary]"
+SYSTEM_NOTE = (
+    "Note: earlier turns of this conversation were condensed into a handoff summary. "
+    "Build on it rather than redoing finished work; memory files remain authoritative."
+)
+IMAGE_STUB = "[image omitted: an earlier image, superseded by a newer one]"
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def summary_text(body: str) -> str:
+    """The full text of a handoff summary around ``body``."""
+    return f"{SUMMARY_PREFIX}\n{body}\n\n{SUMMARY_END_MARKER}"
+
+
+def split_summary(message: dict[str, Any]) -> tuple[str, Any]:
+    """(summary body, the message's own content after the summary or None) of a summary message."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else None
+    text = content if isinstance(content, str) else (text_of({"content": parts[:1]}) if parts else "")
+    if text.startswith(LEGACY_SUMMARY_PREFIX):
+        return text[len(LEGACY_SUMMARY_PREFIX):].strip(), None
+    if not text.startswith(SUMMARY_PREFIX):
+        return text.strip(), None
+    inner = text[len(SUMMARY_PREFIX):]
+    marker = inner.find(SUMMARY_END_MARKER)
+    if marker < 0:
+        return inner.strip(), None
+    body = inner[:marker].strip()
+    if parts is not None:
+        return body, (parts[1:] or None)
+    rest = inner[marker + len(SUMMARY_END_MARKER):]
+    return body, (rest[2:] if rest.startswith("\n\n") else rest) or None
+
+
+def choose_summary_role(head: Sequence[dict], tail: Sequence[dict]) -> tuple[str | None, str]:
+    """(role, why) for the summary message; role None means: merge into the first tail message."""
+    last_head = head[-1].get("role") if head else "user"
+    first_tail = tail[0].get("role") if tail else "user"
+    forced = last_head in _SYSTEM_ROLES or not any(m.get("role") == "user" for m in (*head, *tail))
+    role = "user" if forced or last_head in ("assistant", "tool") else "assistant"
+    if tail and role == first_tail:
+        flipped = "assistant" if role == "user" else "user"
+        if forced or flipped == last_head:
+            return None, "merged: neither role fits between the head and the tail"
+        return flipped, f"{flipped}: flipped to differ from the first tail message"
+    return role, f"{role}: {'forced (a user turn is required here)' if forced else 'follows the ' + str(last_head)}"
+
+
+def merge_summary(message: dict[str, Any], text: str) -> dict[str, Any]:
+    """A copy of ``message`` with the summary text placed before its own content."""
+    content = message.get("content")
+    if isinstance(content, list):
+        merged: Any = [{"type": "text", "text": text}, *content]
+    elif content:
+        merged = f"{text}\n\n{content}"
+    else:
+        merged = text
+    return {**message, "content": merged, "_compressed_summary": True}
+
+
+def sanitize_tool_pairs(messages: Sequence[dict], *, missing: str = "stub") -> tuple[list[dict], dict]:
+    """Pair every tool call with exactly one result that directly follows its group.
+
+    Orphan results are removed; unanswered calls are stubbed or dropped
+    (``missing``). Running it again on its own output changes nothing.
+    """
+    if missing not in ("stub", "drop"):
+        raise ValueError(f"missing must be 'stub' or 'drop', got {missing!r}")
+    out: list[dict] = []
+    removed: list[int] = []
+    unanswered: list[str] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        if message.get("role") == "tool":
+            removed.append(index - 1)
+            continue
+        if not has_tool_calls(message):
+            out.append(message)
+            continue
+        pending = [call.get("id", "") for call in message["tool_calls"]]
+        results = []
+        while index < len(messages) and messages[index].get("role") == "tool":
+            result = messages[index]
+            if result.get("tool_call_id") in pending:
+                pending.remove(result["tool_call_id"])
+                results.append(result)
+            else:
+                removed.append(index)
+            index += 1
+        unanswered += pending
+        if pending and missing == "stub":
+            results += [{"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_STUB} for call_id in pending]
+        elif pending:
+            kept = [call for call in message["tool_calls"] if call.get("id", "") not in pending]
+            message = {key: value for key, value in message.items() if key != "tool_calls"}
+            if kept:
+                message["tool_calls"] = kept
+            elif not text_of(message).strip():
+                message["content"] = REMOVED_CALL_TEXT
+        out.append(message)
+        out.extend(results)
+    return out, {"removed_orphan_results": removed, "unanswered_calls": unanswered, "mode": missing}
+
+
+def strip_historical_media(messages: Sequence[dict]) -> tuple[list[dict], int]:
+    """Replace images before the newest image-bearing user message; returns (messages, images replaced)."""
+    anchor = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"
+                   and isinstance(messages[i].get("content"), list)
+                   and any(is_image_part(p) for p in messages[i]["content"])), None)
+    if anchor is None:
+        return list(messages), 0
+    out = list(messages)
+    replaced = 0
+    for index in range(anchor):
+        content = out[index].get("content")
+        if isinstance(content, list) and any(is_image_part(p) for p in content):
+            replaced += sum(1 for p in content if is_image_part(p))
+            parts = [{"type": "text", "text": IMAGE_STUB} if is_image_part(p) else p for p in content]
+            out[index] = {**out[index], "content": parts}
+    return out, replaced
+
+
+def _with_system_note(head: list[dict]) -> bool:
+    if not head or head[0].get("role") != "system" or not isinstance(head[0].get("content"), str):
+        return False
+    if SYSTEM_NOTE in head[0]["content"]:
+        return False
+    head[0] = {**head[0], "content": f"{head[0]['content']}\n\n{SYSTEM_NOTE}"}
+    return True
+
+
+def assemble(head: Sequence[dict], body: str, tail: Sequence[dict], *,
+             cfg: CompressionConfig) -> tuple[list[dict], dict]:
+    """The compressed conversation and a record of how it was put together."""
+    head = [dict(m) for m in head]
+    tail = [dict(m) for m in tail]
+    noted = _with_system_note(head) if cfg.system_note else False
+    role, why = choose_summary_role(head, tail)
+    text = summary_text(body)
+    if role is None:
+        tail[0] = merge_summary(tail[0], text)
+        out = head + tail
+    else:
+        out = head + [{"role": role, "content": text, "_compressed_summary": True}] + tail
+    out, pairs = sanitize_tool_pairs(out, missing=cfg.missing_results)
+    images = 0
+    if cfg.strip_old_images:
+        out, images = strip_historical_media(out)
+    record = {"summary_role": role or "merged", "role_reason": why, "system_note_added": noted,
+              "tool_pairs": pairs, "images_stripped": images}
+    return out, record
+

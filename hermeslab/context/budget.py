@@ -1,0 +1,85 @@
+"""Token budgets derived from the window size: when to compress, how much to keep, how long a summary may be.
+
+All values are derived once per (config, window, output cap) so that every
+phase and the trigger policy compare against the same numbers, and so the
+numbers can be logged next to each decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from hermeslab.core.config import CompressionConfig
+
+from .presets import validate_compression_config
+
+_TARGET_RATIO_RANGE = (0.10, 0.80)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    context_length: int
+    #: The window left for the prompt once the output cap is reserved.
+    effective_window: int
+    #: Prompt size at which automatic compression fires.
+    threshold_tokens: int
+    #: Tokens of recent messages kept verbatim.
+    tail_token_budget: int
+    #: How far the tail walk may overshoot ``tail_token_budget``.
+    soft_tail_tokens: int
+    #: Upper bound of a summary's length.
+    max_summary_tokens: int
+    #: The threshold fraction after the small-window rule.
+    threshold_percent: float
+
+    def as_record(self) -> dict:
+        return asdict(self)
+
+
+def effective_threshold_percent(cfg: CompressionConfig, context_length: int) -> float:
+    """The configured fraction, raised for small windows when the config asks for it."""
+    if cfg.small_window_limit is not None and context_length < cfg.small_window_limit:
+        return max(cfg.threshold, cfg.small_window_threshold)
+    return cfg.threshold
+
+
+def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None) -> Budgets:
+    """Budgets for a window of ``context_length`` tokens with ``max_tokens`` reserved for output.
+
+    The threshold has a floor (``min_threshold_tokens``) so that mid-sized windows
+    do not compress early; when that floor would reach the whole window, the
+    trigger falls back to ``min_trigger_ratio`` of it, always leaving at least
+    one token of headroom. An output cap that would leave no room is ignored.
+    """
+    validate_compression_config(cfg)
+    if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length <= 0:
+        raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
+    effective = context_length
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
+        if context_length - max_tokens > 0:
+            effective = context_length - max_tokens
+    percent = effective_threshold_percent(cfg, context_length)
+    threshold = max(int(effective * percent), cfg.min_threshold_tokens)
+    if threshold >= effective:
+        threshold = max(1, min(int(effective * cfg.min_trigger_ratio), effective - 1))
+    ratio = min(max(cfg.target_ratio, _TARGET_RATIO_RANGE[0]), _TARGET_RATIO_RANGE[1])
+    tail = int(threshold * ratio)
+    return Budgets(
+        context_length=context_length,
+        effective_window=effective,
+        threshold_tokens=threshold,
+        tail_token_budget=tail,
+        soft_tail_tokens=int(tail * cfg.soft_tail_factor),
+        max_summary_tokens=min(int(context_length * cfg.summary_context_share), cfg.summary_max_tokens),
+        threshold_percent=percent,
+    )
+
+
+def summary_budget(cfg: CompressionConfig, budgets: Budgets, summarised_tokens: int) -> int:
+    """Target summary length: a share of what is summarised, within [minimum, cap].
+
+    The minimum wins over a smaller cap: a handoff shorter than ``summary_min_tokens``
+    loses too much for small windows to be worth it.
+    """
+    proportional = int(max(0, summarised_tokens) * cfg.summary_ratio)
+    return max(cfg.summary_min_tokens, min(proportional, budgets.max_summary_tokens))

@@ -1,0 +1,272 @@
+"""When to compress: thresholds, the anti-thrash breaker, cooldowns and hard overflows.
+
+A pure state machine: it reads token counts and compression results and
+answers yes or no. Time comes from an injected clock, and everything that must
+outlive a session (streak, breaker, cooldown, pending verdict) lives in the
+conversation's CompressionState, so rotating to a child session cannot reset
+the breaker (Hermes resets it at every session boundary, so it never trips).
+
+Triggers: ``preflight`` (start of a turn), ``pressure`` (before a model call),
+``turn`` (after tool results), ``manual`` (/compress), ``overflow`` (the
+provider rejected the prompt as too long). The automatic ones are gated;
+``manual`` and ``overflow`` are never blocked by the breaker or a cooldown —
+a hard overflow that is not compressed ends the turn, which is worse than a
+compression judged ineffective.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+from hermeslab.core.config import CompressionConfig
+
+from .budget import Budgets
+from .pipeline import CompressionState
+
+AUTOMATIC_TRIGGERS = frozenset({"preflight", "pressure", "turn"})
+TRIGGERS = AUTOMATIC_TRIGGERS | {"manual", "overflow"}
+#: A pass that leaves at least this share of the tokens made no progress.
+PROGRESS_RATIO = 0.95
+#: Compression passes one preflight may run.
+PREFLIGHT_PASSES = 3
+#: Plausible context windows; anything outside is a misread number.
+MIN_CONTEXT_LIMIT = 1_024
+MAX_CONTEXT_LIMIT = 10_000_000
+
+
+class CompactionOutcome(Protocol):
+    """What the policy reads from a compression (CompressionResult and the baselines' results)."""
+
+    messages: list[dict]
+    tokens_before: int
+    tokens_after: int
+    aborted: bool
+    condensed: int
+
+
+@dataclass(frozen=True)
+class PreflightPass:
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    progressed: bool
+    result: Any
+
+
+def made_progress(messages_before: int, tokens_before: int, messages_after: int, tokens_after: int) -> bool:
+    """Fewer messages, or tokens under 95% of before: worth another pass or a retry."""
+    return messages_after < messages_before or tokens_after < PROGRESS_RATIO * tokens_before
+
+
+# ---------------------------------------------------------------- provider limits
+
+_NUMBER = r"(\d[\d,]*(?:\.\d+)?(?:\s?[kKmM](?![a-zA-Z]))?)"
+_LIMIT_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
+    # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
+    r"prompt is too long:\s*[\d,]+\s*tokens?\s*>\s*" + _NUMBER + r"\s*maximum",
+    # vLLM: "max_model_len 4096", "`max_model_len` (4096)", "maximum model length of 4096"
+    r"max_model_len[`'\"]?\s*(?:\(|=|:|is|of)?\s*" + _NUMBER,
+    r"maximum model length (?:is|of)\s*" + _NUMBER,
+    # llama.cpp: "exceeds the available context size (4096 tokens)", "\"n_ctx\": 4096"
+    r"available context size\s*\(\s*" + _NUMBER + r"\s*tokens?\s*\)",
+    r"\bn_ctx(?:_slot)?[\"']?\s*[:=]\s*" + _NUMBER,
+    # OpenAI, DeepSeek, OpenRouter, vLLM: "maximum context length is 128000 tokens"
+    r"maximum context length (?:is|of)\s*" + _NUMBER,
+    r"context (?:length|window|size|limit) (?:is|of)\s*" + _NUMBER,
+    # Mistral: "too large for model with 32768 maximum context length"; "a 200K-token context window"
+    _NUMBER + r"[\s-]*(?:tokens?[\s-]*)?(?:maximum context length|context (?:window|length|limit))",
+    # Gemini: "exceeds the maximum number of tokens allowed (1048576)"
+    r"maximum number of tokens allowed\s*\(\s*" + _NUMBER + r"\s*\)",
+    # "exceeds the configured limit of 272000 tokens"
+    r"(?:limit|maximum) of\s*" + _NUMBER + r"\s*tokens",
+    # TGI: "must be <= 4096"
+    r"must be\s*<=\s*" + _NUMBER,
+    # generic "... > 200000 maximum"
+    r">\s*" + _NUMBER + r"\s*(?:max|maximum|limit)\b",
+))
+_RATE_WORDS = re.compile(r"rate[ _-]?limit|per (?:minute|min\b|second|day|hour)|\b[TR]PM\b|requests per", re.I)
+_CONTEXT_WORDS = re.compile(r"context|too long|max_model_len|n_ctx|model length", re.I)
+_RATE_AFTER = re.compile(r"^[^.;]{0,30}?(?:per (?:minute|min\b|second|day|hour)|/\s*min|\b[TR]PM\b)", re.I)
+
+
+def _parse_number(text: str) -> int | None:
+    text = text.replace(",", "").replace(" ", "")
+    scale = 1
+    if text[-1:] in "kK":
+        scale, text = 1_000, text[:-1]
+    elif text[-1:] in "mM":
+        scale, text = 1_000_000, text[:-1]
+    try:
+        return int(float(text) * scale)
+    except ValueError:
+        return None
+
+
+def parse_context_limit(error_text: str) -> int | None:
+    """The context window a provider's error message states, or None.
+
+    Patterns are tried from the most specific wording to the most generic; the
+    first plausible number wins. Rate-limit messages ("30000 tokens per minute")
+    are never read as a window.
+    """
+    if not isinstance(error_text, str) or not error_text:
+        return None
+    if _RATE_WORDS.search(error_text) and not _CONTEXT_WORDS.search(error_text):
+        return None
+    for pattern in _LIMIT_PATTERNS:
+        for match in pattern.finditer(error_text):
+            if _RATE_AFTER.match(error_text[match.end(1):]):
+                continue
+            value = _parse_number(match.group(1))
+            if value is not None and MIN_CONTEXT_LIMIT <= value <= MAX_CONTEXT_LIMIT:
+                return value
+    return None
+
+
+# ---------------------------------------------------------------- the policy
+
+
+class CompressionPolicy:
+    """Decides whether and when to compress one conversation."""
+
+    def __init__(self, cfg: CompressionConfig, budgets: Budgets, state: CompressionState,
+                 clock: Callable[[], float] = time.monotonic):
+        self.cfg = cfg
+        self.budgets = budgets
+        self.state = state
+        self.clock = clock
+        #: Overflow compressions in the current user turn.
+        self.overflow_attempts = 0
+        #: Latest provider-reported prompt tokens (None before the first reading).
+        self.last_prompt_tokens: int | None = None
+
+    # ------------------------------------------------------------ gates
+
+    def blocked_reason(self, trigger: str = "preflight") -> str | None:
+        """Why ``trigger`` may not compress now, or None when it may."""
+        if trigger not in TRIGGERS:
+            raise ValueError(f"unknown trigger {trigger!r}; expected one of {', '.join(sorted(TRIGGERS))}")
+        if not self.cfg.enabled:
+            return "compression disabled"
+        if trigger == "manual":
+            return None
+        if trigger == "overflow":
+            if self.overflow_attempts >= self.cfg.max_overflow_attempts:
+                return f"{self.overflow_attempts} overflow compressions already this turn"
+            return None
+        if self.state.auto_disabled:
+            return "automatic compression switched off after repeated ineffective compressions"
+        if self.state.cooldown_until is not None and self.clock() < self.state.cooldown_until:
+            return "cooling down after a compression without a summary"
+        return None
+
+    def allows(self, trigger: str) -> bool:
+        return self.blocked_reason(trigger) is None
+
+    def should_compress(self, tokens: int, trigger: str = "preflight") -> bool:
+        """True when ``tokens`` reach the threshold and ``trigger`` is not blocked (overflow: always the limit)."""
+        if trigger == "overflow":
+            return self.allows(trigger)
+        return tokens >= self.budgets.threshold_tokens and self.allows(trigger)
+
+    def begin_turn(self) -> None:
+        """A new user turn: the overflow allowance starts again."""
+        self.overflow_attempts = 0
+
+    def reset_manual(self) -> None:
+        """/compress or /new: the user takes over, so the breaker, streak and cooldown clear."""
+        self.state.ineffective_streak = 0
+        self.state.auto_disabled = False
+        self.state.cooldown_until = None
+        self.state.awaiting_usage = False
+
+    # ------------------------------------------------------------ verdicts
+
+    def _strike(self) -> None:
+        self.state.ineffective_streak += 1
+        if self.state.ineffective_streak >= self.cfg.ineffective_limit:
+            self.state.auto_disabled = True
+
+    def observe_prompt_tokens(self, prompt_tokens: int | None) -> None:
+        """One provider reading of the prompt just sent (cache reads and writes included).
+
+        Completion tokens are deliberately not counted: reasoning tokens are billed
+        as completion but never replayed, so counting them would make thinking
+        models compress early; replayed output shows up in the next prompt reading.
+        A reading still at or above the threshold right after a compression is a
+        strike; any reading below the threshold clears the streak.
+        """
+        awaited = self.state.awaiting_usage
+        self.state.awaiting_usage = False
+        if prompt_tokens is None or prompt_tokens <= 0:
+            return
+        self.last_prompt_tokens = prompt_tokens
+        if prompt_tokens >= self.budgets.threshold_tokens:
+            if awaited:
+                self._strike()
+        else:
+            self.state.ineffective_streak = 0
+
+    def record(self, result: CompactionOutcome, trigger: str) -> dict:
+        """Judge one finished compression; returns the verdict for the log.
+
+        Ineffective: it replaced no message, or saved less than ``min_saving`` of
+        the tokens. An effective one is judged again by the next prompt reading.
+        An abort (no summary) starts a cooldown instead of counting as a strike:
+        the cause is the summariser, not the conversation.
+        """
+        if trigger not in TRIGGERS:
+            raise ValueError(f"unknown trigger {trigger!r}; expected one of {', '.join(sorted(TRIGGERS))}")
+        if trigger == "overflow":
+            self.overflow_attempts += 1
+        reasons = []
+        if result.aborted:
+            self.state.cooldown_until = self.clock() + self.cfg.abort_cooldown_seconds
+            reasons.append("aborted")
+        else:
+            saved = result.tokens_before - result.tokens_after
+            if result.condensed <= 0:
+                reasons.append("removed no message")
+            elif saved <= 0 or saved < self.cfg.min_saving * result.tokens_before:
+                reasons.append(f"saved {saved} of {result.tokens_before} tokens")
+            if reasons:
+                self._strike()
+            else:
+                self.state.awaiting_usage = True
+        return {"trigger": trigger, "ineffective": bool(reasons) and not result.aborted, "reasons": reasons,
+                "streak": self.state.ineffective_streak, "auto_disabled": self.state.auto_disabled}
+
+    # ------------------------------------------------------------ limits and preflight
+
+    def overflow_limit(self, error_text: str, current_window: int) -> int | None:
+        """The window a context-overflow error states, when it is smaller than ``current_window``."""
+        limit = parse_context_limit(error_text)
+        return limit if limit is not None and limit < current_window else None
+
+    def preflight(self, messages: list[dict], *, estimate_fn: Callable[[Sequence[dict]], int],
+                  compress_fn: Callable[[list[dict]], CompactionOutcome],
+                  max_passes: int = PREFLIGHT_PASSES) -> tuple[list[dict], list[PreflightPass]]:
+        """Compress at the start of a turn until under the threshold, at most ``max_passes`` times.
+
+        Stops early when a pass makes no progress (same message count and at least
+        95% of the tokens): another pass would only repeat it.
+        """
+        passes: list[PreflightPass] = []
+        current = messages
+        for _ in range(max_passes):
+            tokens = estimate_fn(current)
+            if not self.should_compress(tokens, "preflight"):
+                break
+            result = compress_fn(current)
+            self.record(result, "preflight")
+            after = estimate_fn(result.messages)
+            progressed = made_progress(len(current), tokens, len(result.messages), after)
+            passes.append(PreflightPass(tokens, after, len(current), len(result.messages), progressed, result))
+            current = result.messages
+            if not progressed:
+                break
+        return current, passes

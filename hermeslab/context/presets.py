@@ -1,0 +1,119 @@
+"""Named starting points for the compression knobs, and the check that every knob is usable.
+
+A preset is a full list of dotted overrides, not a diff: applying ``seed`` to a
+config that had ``hermes-0.19`` applied restores every compression value, so
+the order in which presets and overrides are applied is never ambiguous.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermeslab.core.config import CompressionConfig, Config, ConfigError
+
+_SEED: dict[str, Any] = {
+    "compression.preset": "seed",
+    "compression.threshold": 0.50,
+    "compression.min_threshold_tokens": 64_000,
+    # One rule for every window size keeps the trigger monotonic in the window.
+    "compression.small_window_limit": None,
+    "compression.small_window_threshold": 0.75,
+    "compression.min_trigger_ratio": 0.85,
+    "compression.target_ratio": 0.20,
+    "compression.soft_tail_factor": 1.5,
+    "compression.protect_first_n": 3,
+    "compression.protect_last_n": 20,
+    "compression.tail_floor_cap": 8,
+    "compression.estimator": "tiktoken",
+    "compression.prune_min_chars": 200,
+    "compression.shrink_args_over": 500,
+    "compression.shrink_leaf_chars": 200,
+    "compression.summary_ratio": 0.20,
+    "compression.summary_min_tokens": 2_000,
+    "compression.summary_max_tokens": 12_000,
+    "compression.summary_context_share": 0.05,
+    "compression.min_saving": 0.10,
+    "compression.ineffective_limit": 2,
+    "compression.in_place": False,
+    "compression.summary_aware_head": True,
+    "compression.cap_reply_anchor": True,
+    "compression.keep_latest_user": True,
+    "compression.prune_head": False,
+    "compression.abort_keeps_original": True,
+    "compression.keep_original_task": True,
+    "compression.missing_results": "stub",
+    "compression.system_note": False,
+    "compression.strip_old_images": False,
+    "compression.rewrite_unshrunk_args": False,
+    "compression.name_duplicate_source": True,
+}
+
+_HERMES_0_19: dict[str, Any] = {
+    **_SEED,
+    "compression.preset": "hermes-0.19",
+    "compression.small_window_limit": 512_000,
+    "compression.estimator": "rough",
+    "compression.summary_max_tokens": 10_000,
+    # Hermes judges a compaction only by the next real prompt reading.
+    "compression.min_saving": 0.0,
+    "compression.in_place": True,
+    "compression.summary_aware_head": False,
+    "compression.cap_reply_anchor": False,
+    "compression.keep_latest_user": False,
+    "compression.prune_head": True,
+    "compression.abort_keeps_original": False,
+    "compression.keep_original_task": False,
+    "compression.missing_results": "drop",
+    "compression.system_note": True,
+    "compression.strip_old_images": True,
+    "compression.rewrite_unshrunk_args": True,
+    "compression.name_duplicate_source": False,
+}
+
+#: Dotted config overrides per preset name.
+PRESETS: dict[str, dict[str, Any]] = {"seed": _SEED, "hermes-0.19": _HERMES_0_19}
+
+_CHOICES = {
+    "estimator": ("tiktoken", "rough"),
+    "missing_results": ("stub", "drop"),
+    "strategy": ("summary", "observation_masking", "sliding_window"),
+    "summariser": ("llm", "extractive"),
+}
+
+
+def apply_preset(config: Config, name: str) -> Config:
+    """A copy of ``config`` with every compression value taken from preset ``name``."""
+    if name not in PRESETS:
+        known = ", ".join(sorted(PRESETS))
+        raise ConfigError(f"unknown compression preset {name!r} (known: {known})")
+    updated = config.with_overrides(PRESETS[name])
+    validate_compression_config(updated.compression)
+    return updated
+
+
+def validate_compression_config(cfg: CompressionConfig) -> None:
+    """Raise ConfigError naming the first compression value the pipeline cannot use."""
+    for key, allowed in _CHOICES.items():
+        value = getattr(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"compression.{key}: expected one of {', '.join(allowed)}, got {value!r}")
+    for key in ("threshold", "small_window_threshold", "min_trigger_ratio", "target_ratio", "summary_ratio",
+                "summary_context_share"):
+        value = getattr(cfg, key)
+        if not 0 < value <= 1:
+            raise ConfigError(f"compression.{key}: expected a fraction in (0, 1], got {value!r}")
+    if not 0 <= cfg.min_saving < 1:
+        raise ConfigError(f"compression.min_saving: expected a fraction in [0, 1), got {cfg.min_saving!r}")
+    if cfg.soft_tail_factor < 1:
+        raise ConfigError(f"compression.soft_tail_factor: must be at least 1, got {cfg.soft_tail_factor!r}")
+    for key in ("protect_first_n", "protect_last_n", "tail_floor_cap", "min_threshold_tokens", "prune_min_chars",
+                "shrink_args_over", "shrink_leaf_chars", "summary_min_tokens", "summary_max_tokens",
+                "max_overflow_attempts"):
+        value = getattr(cfg, key)
+        if value < 0:
+            raise ConfigError(f"compression.{key}: must not be negative, got {value!r}")
+    if cfg.ineffective_limit < 1:
+        raise ConfigError(f"compression.ineffective_limit: must be at least 1, got {cfg.ineffective_limit!r}")
+    if cfg.small_window_limit is not None and (isinstance(cfg.small_window_limit, bool)
+                                               or not isinstance(cfg.small_window_limit, int)):
+        raise ConfigError(f"compression.small_window_limit: expected an integer or null, got {cfg.small_window_limit!r}")

@@ -1,0 +1,351 @@
+"""Phase 1: shrink old tool traffic without a model call.
+
+Tool outputs are most of an agent's context and are rarely needed verbatim
+once the agent has acted on them. Three passes, each recorded per message:
+
+1. ``dedupe`` — an output repeated later (same file read twice) is replaced by a
+   back-reference naming the newer call; nothing is lost.
+2. ``one_line`` / ``image_placeholder`` — old outputs become one line saying what
+   ran and how big the result was; images in tool results become a placeholder.
+3. ``shrink_args`` — long tool-call arguments (whole files passed to write_file)
+   keep their JSON shape, with every long string value cut.
+
+Passes 2 and 3 touch only messages before the prune boundary. Scope of the
+protected head (``compression.prune_head``): Hermes lets all passes rewrite the
+head, and deduplication rewrite anything; the seed never rewrites the head,
+which holds the task statement and is the prefix a provider's prompt cache
+reuses. Deduplication still applies after the head because it is lossless:
+the newer copy stays in the context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from hermeslab.core.config import CompressionConfig
+from hermeslab.core.messages import parse_tool_arguments
+
+from .estimate import is_image_part
+
+DUPLICATE_MARKER = "[duplicate tool output]"
+IMAGE_PLACEHOLDER = "[image removed from an old tool result to save context]"
+TRUNCATION_MARKER = "...[truncated]"
+_ONE_LINE_MAX_CHARS = 180
+
+
+@dataclass(frozen=True)
+class PruneDecision:
+    index: int
+    #: ``dedupe``, ``one_line``, ``image_placeholder`` or ``shrink_args``.
+    action: str
+    detail: str
+
+    def as_record(self) -> dict:
+        return {"index": self.index, "action": self.action, "detail": self.detail}
+
+
+def compute_prune_boundary(messages: Sequence[dict], *, tail_token_budget: int, protect_last_n: int,
+                           estimate: Callable[[dict], int]) -> int:
+    """Index before which old tool traffic may be pruned.
+
+    Walks back from the end until the protected messages pass ``tail_token_budget``
+    (the message that crosses it stays protected), but always protects at least
+    ``protect_last_n`` messages: recent outputs are what the agent is working with.
+    """
+    total = len(messages)
+    floor = min(protect_last_n, total)
+    used = 0
+    protected = 0
+    for index in range(total - 1, -1, -1):
+        used += estimate(messages[index])
+        protected += 1
+        if used > tail_token_budget and protected >= floor:
+            break
+    return max(0, total - max(protected, protect_last_n))
+
+
+# ---------------------------------------------------------------- one-line descriptions
+
+
+def _single_line(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _size(result: str) -> str:
+    return f"{len(result):,} chars"
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + 1 if text else 0
+
+
+_EXIT_CODE = re.compile(r'"exit_code"\s*:\s*(-?\d+)|<returncode>\s*(-?\d+)\s*</returncode>')
+
+
+def _describe_command(name: str, args: dict, result: str) -> str:
+    match = _EXIT_CODE.search(result)
+    code = next((g for g in match.groups() if g is not None), None) if match else None
+    status = f"exit {code}, " if code is not None else ""
+    return f"[{name}] ran {_single_line(args.get('command', ''), 80)} -> {status}{_line_count(result)} lines"
+
+
+def _describe_read_file(name: str, args: dict, result: str) -> str:
+    start = args.get("offset", args.get("start_line", args.get("line", 1)))
+    return f"[{name}] read {_single_line(args.get('path', '?'), 80)} from line {start} ({_size(result)})"
+
+
+def _describe_write_file(name: str, args: dict, result: str) -> str:
+    content = args.get("content", "")
+    lines = _line_count(content) if isinstance(content, str) else 0
+    return f"[{name}] wrote {_single_line(args.get('path', '?'), 80)} ({lines} lines)"
+
+
+def _describe_search(name: str, args: dict, result: str) -> str:
+    try:
+        parsed = json.loads(result)
+        total = parsed.get("total_count", "?") if isinstance(parsed, dict) else "?"
+    except ValueError:
+        total = "?"
+    target = _single_line(args.get("target", "content"), 20)
+    pattern = _single_line(args.get("pattern", ""), 40)
+    path = _single_line(args.get("path", "."), 40)
+    return f"[{name}] {target} search for '{pattern}' in {path} -> {total} matches"
+
+
+def _describe_patch(name: str, args: dict, result: str) -> str:
+    return f"[{name}] {args.get('mode', 'patch')} {_single_line(args.get('path', '?'), 80)} ({_size(result)})"
+
+
+def _describe_browser(name: str, args: dict, result: str) -> str:
+    where = args.get("url") or args.get("ref")
+    target = f" {_single_line(where, 80)}" if where else ""
+    return f"[{name}]{target} ({_size(result)})"
+
+
+def _describe_web_search(name: str, args: dict, result: str) -> str:
+    return f"[{name}] query '{_single_line(args.get('query', ''), 80)}' ({_size(result)})"
+
+
+def _describe_web_extract(name: str, args: dict, result: str) -> str:
+    urls = args.get("urls") or ([args["url"]] if args.get("url") else [])
+    if not isinstance(urls, list):
+        urls = [urls]
+    first = urls[0] if urls else ""
+    if isinstance(first, dict):
+        first = first.get("url", "")
+    more = f" +{len(urls) - 1} more" if len(urls) > 1 else ""
+    return f"[{name}] {_single_line(first, 80)}{more} ({_size(result)})"
+
+
+def _describe_delegate(name: str, args: dict, result: str) -> str:
+    return f"[{name}] goal '{_single_line(args.get('goal', ''), 60)}' ({_size(result)})"
+
+
+def _describe_code(name: str, args: dict, result: str) -> str:
+    return f"[{name}] ran code '{_single_line(args.get('code', ''), 60)}' -> {_line_count(result)} lines"
+
+
+def _describe_named(name: str, args: dict, result: str) -> str:
+    return f"[{name}] {_single_line(args.get('name', ''), 60)} ({_size(result)})"
+
+
+def _describe_vision(name: str, args: dict, result: str) -> str:
+    return f"[{name}] asked '{_single_line(args.get('question', ''), 50)}' ({_size(result)})"
+
+
+def _describe_memory(name: str, args: dict, result: str) -> str:
+    return f"[{name}] {args.get('action', 'update')} on {args.get('target', 'memory')}"
+
+
+def _describe_process(name: str, args: dict, result: str) -> str:
+    session = args.get("session_id") or args.get("session") or ""
+    suffix = f" {_single_line(session, 40)}" if session else ""
+    return f"[{name}] {args.get('action', 'run')}{suffix} ({_size(result)})"
+
+
+def _describe_generic(name: str, args: dict, result: str) -> str:
+    shown = " ".join(f"{key}={_single_line(value, 40)}" for key, value in list(args.items())[:2])
+    return f"[{name}] {shown} ({_size(result)} result)" if shown else f"[{name}] ({_size(result)} result)"
+
+
+_DESCRIBERS: dict[str, Callable[[str, dict, str], str]] = {
+    "terminal": _describe_command,
+    "read_file": _describe_read_file,
+    "write_file": _describe_write_file,
+    "search_files": _describe_search,
+    "patch": _describe_patch,
+    "web_search": _describe_web_search,
+    "web_extract": _describe_web_extract,
+    "delegate_task": _describe_delegate,
+    "execute_code": _describe_code,
+    "skill_view": _describe_named,
+    "skills_list": _describe_named,
+    "skill_manage": _describe_named,
+    "vision_analyze": _describe_vision,
+    "memory": _describe_memory,
+    "todo": lambda name, args, result: f"[{name}] updated the task list",
+    "clarify": lambda name, args, result: f"[{name}] asked the user a question",
+    "text_to_speech": lambda name, args, result: f"[{name}] spoke text ({_size(result)})",
+    "cronjob": lambda name, args, result: f"[{name}] {args.get('action', 'update')} ({_size(result)})",
+    "process": _describe_process,
+}
+
+
+def one_line_description(tool_name: str, arguments: dict, result: str) -> str:
+    """One line saying which tool ran on what, and how big its result was; never raises."""
+    name = _single_line(tool_name, 60) if isinstance(tool_name, str) and tool_name.strip() else "tool"
+    try:
+        args = arguments if isinstance(arguments, dict) else {}
+        describe = _DESCRIBERS.get(name)
+        if describe is None and name.startswith("browser_"):
+            describe = _describe_browser
+        line = (describe or _describe_generic)(name, args, result)
+        return _single_line(line, _ONE_LINE_MAX_CHARS)
+    except Exception:
+        size = len(result) if isinstance(result, str) else 0
+        return f"[{name}] ({size:,} chars result)"
+
+
+# ---------------------------------------------------------------- passes
+
+
+def _is_marker(text: str) -> bool:
+    return text.startswith((DUPLICATE_MARKER, IMAGE_PLACEHOLDER))
+
+
+def _call_index(messages: Sequence[dict]) -> dict[str, tuple[str, dict]]:
+    """tool_call_id -> (tool name, parsed arguments) for every call in the list."""
+    calls: dict[str, tuple[str, dict]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            try:
+                args = parse_tool_arguments(function.get("arguments"))
+            except ValueError:
+                args = {}
+            calls[call.get("id", "")] = (function.get("name", ""), args)
+    return calls
+
+
+def _shrink_leaves(value: Any, limit: int) -> tuple[Any, int]:
+    """A copy of a JSON value with every string longer than ``limit`` cut; returns (copy, cuts)."""
+    if isinstance(value, str):
+        if len(value) > limit:
+            return value[:limit] + TRUNCATION_MARKER, 1
+        return value, 0
+    if isinstance(value, list):
+        items = [_shrink_leaves(item, limit) for item in value]
+        return [item for item, _ in items], sum(cuts for _, cuts in items)
+    if isinstance(value, dict):
+        entries = {key: _shrink_leaves(item, limit) for key, item in value.items()}
+        return {key: item for key, (item, _) in entries.items()}, sum(cuts for _, cuts in entries.values())
+    return value, 0
+
+
+def _back_reference(later: dict, calls: dict, cfg: CompressionConfig) -> str:
+    if not cfg.name_duplicate_source:
+        return f"{DUPLICATE_MARKER} identical to the result of a later call"
+    call_id = str(later.get("tool_call_id", ""))[:40]
+    name = calls.get(later.get("tool_call_id", ""), ("tool", {}))[0] or "tool"
+    return f"{DUPLICATE_MARKER} identical to the later result of {name} call {call_id}"
+
+
+def _dedupe(out: list[dict], calls: dict, floor: int, cfg: CompressionConfig) -> list[PruneDecision]:
+    decisions = []
+    newest: dict[str, int] = {}
+    for index in range(len(out) - 1, -1, -1):
+        message = out[index]
+        content = message.get("content")
+        if message.get("role") != "tool" or not isinstance(content, str) or len(content) < cfg.prune_min_chars:
+            continue
+        key = hashlib.md5(content.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        if key not in newest:
+            newest[key] = index
+            continue
+        if index < floor:
+            continue
+        out[index] = {**message, "content": _back_reference(out[newest[key]], calls, cfg)}
+        decisions.append(PruneDecision(index, "dedupe", f"{len(content):,} chars, same as message {newest[key]}"))
+    return decisions
+
+
+def _describe_old_results(out: list[dict], calls: dict, floor: int, boundary: int,
+                          cfg: CompressionConfig) -> list[PruneDecision]:
+    decisions = []
+    for index in range(floor, boundary):
+        message = out[index]
+        if message.get("role") != "tool":
+            continue
+        content = message.get("content")
+        if isinstance(content, list) and any(is_image_part(p) for p in content):
+            parts = [p if not is_image_part(p) else {"type": "text", "text": IMAGE_PLACEHOLDER} for p in content]
+            images = sum(1 for p in content if is_image_part(p))
+            out[index] = {**message, "content": parts}
+            decisions.append(PruneDecision(index, "image_placeholder", f"{images} image part(s)"))
+        elif isinstance(content, str) and len(content) > cfg.prune_min_chars and not _is_marker(content):
+            name, args = calls.get(message.get("tool_call_id", ""), (message.get("name", ""), {}))
+            line = one_line_description(name, args, content)
+            out[index] = {**message, "content": line}
+            decisions.append(PruneDecision(index, "one_line", f"{len(content):,} chars -> {line}"))
+    return decisions
+
+
+def _shrunk_arguments(arguments: str, cfg: CompressionConfig) -> tuple[str, int] | None:
+    """(new arguments, values cut) for one long argument string, or None to leave it alone."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return None  # not JSON: no safe way to shorten it
+    parsed, cuts = _shrink_leaves(parsed, cfg.shrink_leaf_chars)
+    if not cuts and not cfg.rewrite_unshrunk_args:
+        return None
+    text = json.dumps(parsed, ensure_ascii=False)
+    return (text, cuts) if text != arguments else None
+
+
+def _shrink_arguments(out: list[dict], floor: int, boundary: int, cfg: CompressionConfig) -> list[PruneDecision]:
+    decisions = []
+    for index in range(floor, boundary):
+        message = out[index]
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        new_calls = []
+        notes = []
+        for call in message["tool_calls"]:
+            arguments = (call.get("function") or {}).get("arguments")
+            shrunk = None
+            if isinstance(arguments, str) and len(arguments) > cfg.shrink_args_over:
+                shrunk = _shrunk_arguments(arguments, cfg)
+            if shrunk is not None:
+                text, cuts = shrunk
+                call = {**call, "function": {**call["function"], "arguments": text}}
+                notes.append(f"{call.get('id', '')}: {cuts} value(s) cut, {len(arguments):,} -> {len(text):,} chars")
+            new_calls.append(call)
+        if notes:
+            out[index] = {**message, "tool_calls": new_calls}
+            decisions.append(PruneDecision(index, "shrink_args", "; ".join(notes)))
+    return decisions
+
+
+def prune_messages(messages: Sequence[dict], *, prune_boundary: int, cfg: CompressionConfig,
+                   head_end: int = 0) -> tuple[list[dict], list[PruneDecision]]:
+    """Run the three passes on copies; ``head_end`` leading messages are left untouched.
+
+    The input is never modified: changed messages are new dicts, unchanged ones
+    are shallow copies. Decisions are sorted by index.
+    """
+    out = [dict(message) for message in messages]
+    boundary = max(0, min(prune_boundary, len(out)))
+    floor = max(0, head_end)
+    calls = _call_index(messages)
+    decisions = _dedupe(out, calls, floor, cfg)
+    decisions += _describe_old_results(out, calls, floor, boundary, cfg)
+    decisions += _shrink_arguments(out, floor, boundary, cfg)
+    decisions.sort(key=lambda d: d.index)
+    return out, decisions

@@ -1,0 +1,533 @@
+"""Secret redaction for everything that leaves the live conversation.
+
+Summaries are re-read by models and the DuckDB log is shared with notebooks,
+so credentials must not reach either. Each rule names the kind of secret it
+masks and replaces only the secret itself with ``[REDACTED:<kind>]``: no prefix
+or suffix of the secret survives, so nothing reusable can be copied back into
+a config file, while the surrounding text (header names, variable names, URL
+hosts) stays readable.
+
+Precision matters as much as recall. Ordinary identifiers that merely share a
+prefix with a key format (``sk_learn_compatible_wrapper``), hashes, UUIDs,
+phone-like numbers and environment *lookups* (``os.getenv("API_KEY")``,
+``${DB_PASSWORD}``) pass unchanged. Phone numbers are deliberately not masked:
+in code and tool output they are far more often ordinary digits.
+
+Speed: a rule runs its regex only when one of its substring triggers occurs,
+and every pattern starts with a literal (a key prefix, ``://``, a keyword) so
+the regex engine can skip ahead instead of trying every position; the context
+around the literal (token boundaries, variable names, URL schemes) is checked
+in Python on the few matches. Case-insensitive rules run on a lower-cased copy
+with identical indices. ``redact`` is idempotent: masked text is never masked again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+PLACEHOLDER_OPEN = "[REDACTED:"
+_PLACEHOLDER = re.compile(r"\[REDACTED:[A-Za-z0-9_]*\]")
+_PLACEHOLDER_END = re.compile(r"\[REDACTED:[A-Za-z0-9_]*\]$")
+#: End of a self-identifying token: no more token characters and no mask glued on.
+_TOKEN_END = r"(?![A-Za-z0-9_-]|\[REDACTED:)"
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
+_DIGITS = frozenset("0123456789")
+
+
+def placeholder(kind: str) -> str:
+    return f"{PLACEHOLDER_OPEN}{kind}]"
+
+
+# ---------------------------------------------------------------- value checks
+
+
+def _has_digit(value: str) -> bool:
+    return any(c.isdigit() for c in value)
+
+
+def _has_digit_and_letter(value: str) -> bool:
+    return _has_digit(value) and any(c.isalpha() for c in value)
+
+
+def _mixed(value: str) -> bool:
+    """At least two of lower / upper / digit: random tokens are, words rarely are."""
+    classes = (
+        any(c.islower() for c in value),
+        any(c.isupper() for c in value),
+        any(c.isdigit() for c in value),
+    )
+    return sum(classes) >= 2
+
+
+_REFERENCE = re.compile(
+    r"""^(?:
+        \$\{?[A-Za-z_][A-Za-z0-9_]*\}?          # $VAR, ${VAR}
+      | \$\{[^}]*\}                             # ${VAR:-default}
+      | \$\(.*                                  # $(command)
+      | %[A-Za-z_][A-Za-z0-9_]*%                # %VAR%
+      | \{\{.*\}\}                              # {{ template }}
+      | \{[A-Za-z_][A-Za-z0-9_.]*\}             # {name} in f-strings
+      | <[^<>]*>                                # <your-token-here>
+      | (?:os\.)?(?:getenv|environ)\b.*         # os.getenv(...), os.environ[...]
+      | process\.env\b.*                        # process.env.X
+      | ENV\[.*                                 # ENV["X"]
+      | env\(.*                                 # env("X")
+      | secrets?\.[A-Za-z_].*                   # secrets.X (CI templates)
+      | ![a-z_]+(?:\s.*)?                        # YAML tags: !vault |, !secret db_password
+      | ENC\[.*                                 # encrypted values
+    )$""",
+    re.VERBOSE | re.DOTALL,
+)
+_TRIVIAL = frozenset({"", "true", "false", "yes", "no", "on", "off", "none", "null", "nil", "~", "undefined", "|", ">", "|-", ">-"})
+_TYPE_HINT = re.compile(
+    r"^(?:Optional\[)?(?:str|bytes|int|bool|Any|SecretStr|SecretBytes|string|number|boolean)\]?(?:\s*\|\s*None)?(?:\s*[=,)].*)?$"
+)
+_DOTTED_NAME = re.compile(r"^[a-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_CALL_OR_INDEX = re.compile(r"[A-Za-z_]\w*\s*[(\[]")
+
+
+def _is_literal_secret(value: str, *, quoted: bool = False) -> bool:
+    """False for empty values, booleans, lookups and paths; unquoted, also for code.
+
+    Unquoted values that look like code (``settings.token``, ``get_key()``,
+    ``str | None``) or short numbers (``TOKEN_TTL=3600``) are not literals;
+    inside quotes the same characters are a literal string and count.
+    """
+    stripped = value.strip()
+    if stripped.lower() in _TRIVIAL or stripped.startswith(PLACEHOLDER_OPEN) or _REFERENCE.match(stripped):
+        return False
+    if stripped.startswith(("/", "./", "../", "~/")):
+        return False  # a path to a key file, not the key
+    if quoted:
+        return True
+    if stripped.isdigit() and len(stripped) < 8:
+        return False
+    if _TYPE_HINT.match(stripped) or _DOTTED_NAME.match(stripped):
+        return False
+    return not _CALL_OR_INDEX.search(stripped)
+
+
+def _is_quoted(value: str) -> bool:
+    return len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'"
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if _is_quoted(value) else value
+
+
+def _at_token_start(text: str, pos: int) -> bool:
+    """Nothing token-like right before ``pos``; a mask counts as token text, since it replaced some."""
+    if pos == 0:
+        return True
+    before = text[pos - 1]
+    return before not in _ID_CHARS and not (before == "]" and _PLACEHOLDER_END.search(text, max(0, pos - 64), pos))
+
+
+def _name_start(text: str, end: int, chars: frozenset[str] = _NAME_CHARS) -> int:
+    """Where the run of ``chars`` that ends at ``end`` begins (names are found from their last part)."""
+    start = end
+    while start > 0 and text[start - 1] in chars:
+        start -= 1
+    return start
+
+
+def _line_prefix(text: str, pos: int) -> str:
+    return text[text.rfind("\n", 0, pos) + 1 : pos]
+
+
+def _rest_of_line(text: str, pos: int) -> str:
+    end = text.find("\n", pos)
+    return text[pos:] if end == -1 else text[pos:end]
+
+
+# ---------------------------------------------------------------- rules
+
+#: A rule's verdict on one match: the kind of secret and the span to mask, or None.
+Verdict = tuple[str, int, int] | None
+Judge = Callable[[str, re.Match[str]], Verdict]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One secret format: a cheap substring pre-check, a literal-anchored regex and a judge.
+
+    ``triggers``: at least one must occur in the text (in the lower-cased text
+    when ``lowered``) for the regex to run at all. The regex runs on the same
+    text the triggers were checked against. ``judge`` sees the original text
+    and the match and decides what, if anything, to mask.
+    """
+
+    pattern: re.Pattern[str]
+    triggers: tuple[str, ...]
+    judge: Judge
+    lowered: bool = False
+
+
+def _token(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[str], bool] | None = None) -> Rule:
+    """A self-identifying token: the whole match, which must start a token and pass ``check``."""
+
+    def judge(text: str, match: re.Match[str]) -> Verdict:
+        start, end = match.span()
+        if not _at_token_start(text, start) or (check is not None and not check(text[start:end])):
+            return None
+        return kind, start, end
+
+    return Rule(re.compile(pattern + _TOKEN_END), triggers, judge)
+
+
+def _group(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[str], bool] | None = None, *, lowered: bool = False) -> Rule:
+    """A secret identified by what stands before it: only the ``secret`` group is masked."""
+
+    def judge(text: str, match: re.Match[str]) -> Verdict:
+        start, end = match.span("secret")
+        if check is not None and not check(text[start:end]):
+            return None
+        return kind, start, end
+
+    return Rule(re.compile(pattern), triggers, judge, lowered)
+
+
+def _telegram(text: str, match: re.Match[str]) -> Verdict:
+    """Anchored on ``:AA``; the bot id before it must be 8-10 digits."""
+    start = _name_start(text, match.start(), _DIGITS)
+    if not 8 <= match.start() - start <= 10:
+        return None
+    return "telegram_bot_token", start, match.end()
+
+
+_DB_SCHEMES = frozenset(
+    {"postgres", "postgresql", "mysql", "mariadb", "mongodb", "redis", "rediss", "amqp", "amqps", "mssql", "sqlserver", "cockroachdb"}
+)
+
+
+def _url_credential(text: str, match: re.Match[str]) -> Verdict:
+    """``scheme://user:password@`` or ``scheme://TOKEN@``; the scheme decides the kind."""
+    scheme = text[_name_start(text, match.start(), _SCHEME_CHARS) : match.start()]
+    if not scheme or not scheme[0].isalpha():
+        return None
+    start, end = match.span("secret")
+    secret = text[start:end]
+    if match.group("user") is None:
+        if len(secret) < 8 or not _has_digit_and_letter(secret):
+            return None
+    elif not _is_literal_secret(secret):
+        return None
+    base_scheme = scheme.lower().split("+")[0]  # postgresql+psycopg2, mongodb+srv
+    return ("db_password" if base_scheme in _DB_SCHEMES else "url_credential"), start, end
+
+
+_ENV_NAME_PARTS = frozenset(
+    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "CREDENTIAL", "CREDENTIALS", "AUTH", "PASSPHRASE"}
+)
+#: Last name parts that only say how a credential is encoded: ``SECRET_KEY_BASE``, ``SIGNING_KEY_B64``.
+_ENV_QUALIFIERS = frozenset({"BASE", "VALUE", "B64", "BASE64", "RAW", "DATA", "STRING", "PLAIN", "HEX"})
+_ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+#: A value that is itself a plain name: what ``DIMENSION_KEY = "_ARRAY_DIMENSIONS"`` holds is a lookup key.
+_IDENTIFIER_VALUE = re.compile(r"_*(?:[a-z]+(?:_[a-z]+)*|[A-Z]+(?:_[A-Z]+)*)_*")
+
+
+def _credential_word(name: str) -> str | None:
+    """The credential word ending the name: ``DB_PASSWORD`` has one, ``PASSWORD_RESET_URL`` and ``MAX_TOKENS`` do not."""
+    parts = [part for part in name.split("_") if part]
+    if parts and parts[-1] in _ENV_QUALIFIERS:
+        parts = parts[:-1]
+    return parts[-1] if parts and parts[-1] in _ENV_NAME_PARTS else None
+
+
+def _env_secret(text: str, match: re.Match[str]) -> Verdict:
+    """``NAME=value`` with an upper-case NAME that ends in a credential word (``DB_PASSWORD``, ``GITHUB_TOKEN``).
+
+    Values shorter than 6 characters are taken for configuration (``SORT_KEY=name``).
+    """
+    start = _name_start(text, match.start("name"), _ENV_NAME_CHARS)
+    name = text[start : match.end("name")]
+    if not name[:1].isalpha() or (start > 0 and text[start - 1] in "abcdefghijklmnopqrstuvwxyz.$"):
+        return None
+    word = _credential_word(name)
+    if word is None:
+        return None
+    value_start, value_end = match.span("secret")
+    quoted = _is_quoted(text[value_start:value_end])
+    value = _unquote(text[value_start:value_end])
+    if len(value) < 6 or not _is_literal_secret(value, quoted=quoted):
+        return None
+    if word == "KEY" and _IDENTIFIER_VALUE.fullmatch(value):
+        return None
+    if quoted:
+        value_start, value_end = value_start + 1, value_end - 1
+    return "env_secret", value_start, value_end
+
+
+_FIELD_KEYWORDS = (
+    r"(?:password|passwd|passphrase|secret|token|api[_-]?key|private[_-]?key|access[_-]?key|"
+    r"secret[_-]?key|signing[_-]?key|credentials?)"
+)
+
+
+def _secret_field(text: str, match: re.Match[str]) -> Verdict:
+    """A field whose name ends in a sensitive word, in one of four layouts.
+
+    JSON or dict literal (``"password": "x"``), YAML line (``password: x``),
+    assignment or keyword argument with a quoted literal (``token = "x"``) and
+    an ini/properties line with a bare value (``db.password=x``). Anything else
+    (prose such as ``token: the API token``, ``password = getpass()``) passes.
+    """
+    name_start = _name_start(text, match.start("key"))
+    name = text[name_start : match.end("key")]
+    before = text[name_start - 1] if name_start > 0 else "\n"
+    close = match.group("close")
+    separator = match.group("sep")
+    start, end = match.span("secret")
+    raw = text[start:end]
+    value = _unquote(raw)
+    if not _is_literal_secret(value, quoted=_is_quoted(raw)) or value.lower() == name.lower().rsplit(".", 1)[-1]:
+        return None
+    line_start = _line_prefix(text, name_start).strip() in ("", "-")
+    line_ends = _rest_of_line(text, end).strip()[:1] in ("", "#")
+    if close:
+        layout_ok = before == close and separator == ":"
+    elif before in "\"'":
+        layout_ok = False
+    elif separator == "=":
+        layout_ok = _is_quoted(raw) or (line_start and line_ends)
+    else:
+        layout_ok = line_start and line_ends
+    if not layout_ok:
+        return None
+    if _is_quoted(raw):
+        start, end = start + 1, end - 1
+    return "secret_field", start, end
+
+
+def _cli_secret(text: str, match: re.Match[str]) -> Verdict:
+    """``--password VALUE``: a quoted value, or one that is not a plain prose word."""
+    start, end = match.span("secret")
+    raw = text[start:end]
+    value = _unquote(raw)
+    quoted = _is_quoted(raw)
+    if not _is_literal_secret(value, quoted=quoted) or (not quoted and value.isalpha() and value.islower()):
+        return None
+    if _is_quoted(raw):
+        start, end = start + 1, end - 1
+    return "cli_secret", start, end
+
+
+_QUERY_NAMES = (
+    r"(?:access_token|id_token|refresh_token|auth_token|api_key|apikey|client_secret|password|passwd|secret|token|sig|signature)"
+)
+
+RULES: tuple[Rule, ...] = (
+    # Multi-line blocks first, so later rules never see a fragment of them.
+    Rule(
+        re.compile(
+            r"-----BEGIN (?P<label>[A-Z0-9 ]*)PRIVATE KEY(?: BLOCK)?-----.*?-----END (?P=label)PRIVATE KEY(?: BLOCK)?-----",
+            re.DOTALL,
+        ),
+        ("PRIVATE KEY",),
+        lambda text, m: ("private_key", *m.span()),
+    ),
+    Rule(  # A block cut off before its END line (truncated logs, shortened tool output).
+        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s:,-]|\\[nr])*"),
+        ("PRIVATE KEY",),
+        lambda text, m: ("private_key", *m.span()),
+    ),
+    _token("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyJ",)),
+    # Vendor formats recognisable by their prefix.
+    _token("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
+    _token("openrouter_key", r"sk-or-v1-[A-Za-z0-9]{32,}", ("sk-or-",)),
+    _token("openai_key", r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{32,})", ("sk-",), _has_digit),
+    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    _token("github_token", r"github_pat_[A-Za-z0-9_]{40,}", ("github_pat_",)),
+    _token("gitlab_token", r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{20,}", ("glpat-", "gldt-", "glrt-", "glptt-"), _has_digit),
+    _token("slack_token", r"xox[abposr]-[A-Za-z0-9-]{10,}", ("xox",), _has_digit),
+    _token("slack_token", r"xapp-\d-[A-Za-z0-9-]{20,}", ("xapp-",)),
+    _group("slack_webhook", r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9/_-]{16,})", ("hooks.slack.com",)),
+    _token("google_api_key", r"AIza[0-9A-Za-z_-]{35}", ("AIza",)),
+    _token("aws_access_key_id", r"(?:AKIA|ASIA)[A-Z0-9]{16}", ("AKIA", "ASIA")),
+    _token("stripe_key", r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,}", ("_live_", "_test_"), _has_digit),
+    _token("stripe_key", r"whsec_[A-Za-z0-9]{24,}", ("whsec_",), _has_digit),
+    _token("sendgrid_key", r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ("SG.",)),
+    _token("huggingface_token", r"hf_[A-Za-z0-9]{30,}", ("hf_",), _mixed),
+    _token("replicate_token", r"r8_[A-Za-z0-9]{30,}", ("r8_",), _mixed),
+    _token("npm_token", r"npm_[A-Za-z0-9]{36}", ("npm_",), _mixed),
+    _token("pypi_token", r"pypi-[A-Za-z0-9_-]{50,}", ("pypi-",), _has_digit),
+    _token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",)),
+    _token("groq_key", r"gsk_[A-Za-z0-9]{40,}", ("gsk_",), _mixed),
+    _token("xai_key", r"xai-[A-Za-z0-9]{40,}", ("xai-",), _mixed),
+    _token("twilio_key", r"SK[0-9a-f]{32}", ("SK",), _has_digit),
+    _token("mailgun_key", r"key-[0-9a-z]{32}", ("key-",), _has_digit),
+    Rule(re.compile(r":AA[A-Za-z0-9_-]{33}" + _TOKEN_END), (":AA",), _telegram),
+    _token(
+        "discord_token",
+        r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
+        (".",),
+        lambda value: _mixed(value) and _has_digit(value),
+    ),
+    _group("azure_key", r"(?:AccountKey|SharedAccessKey|SharedSecret)=(?P<secret>[^;\"'\s]{8,})", ("AccountKey=", "SharedAccessKey=", "SharedSecret=")),
+    # Credentials identified by where they stand (these run on lower-cased text).
+    _group(
+        "authorization",
+        r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:(?:bearer|basic|token|digest|bot|apikey|sso-key)[ \t]+)?(?P<secret>[^\s\"',;\\]{8,})",
+        ("authorization",),
+        _is_literal_secret,
+        lowered=True,
+    ),
+    _group(
+        "api_key_header",
+        r"(?:x-api-key|x-goog-api-key|x-auth-token|x-access-token|x-apikey|api-key|apikey|x-token)[\"']?[ \t]*:[ \t]*[\"']?(?P<secret>[^\s\"',;\\]{8,})",
+        ("api-key", "apikey", "x-auth-token", "x-access-token", "x-token"),
+        _is_literal_secret,
+        lowered=True,
+    ),
+    _group("bearer_token", r"bearer[ \t]+(?P<secret>[a-z0-9._~+/=-]{16,})", ("bearer",), _has_digit_and_letter, lowered=True),
+    _group(
+        "aws_secret_key",
+        r"aws_?secret_?access_?key[\"']?[ \t]*[:=][ \t]*[\"']?(?P<secret>[a-z0-9/+=]{40})(?![a-z0-9/+=])",
+        ("secret",),
+        lowered=True,
+    ),
+    Rule(re.compile(r"://(?:(?P<user>[^:/@\s\[\]]*):)?(?P<secret>[^:@\s/\[\]\\]+)@"), ("://",), _url_credential),
+    Rule(
+        re.compile(
+            r"(?P<name>(?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*)[ \t]*=(?!=)[ \t]*"
+            r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'#;&|\\]+)"
+        ),
+        ("KEY", "TOKEN", "SECRET", "PASS", "PWD", "CREDENTIAL", "AUTH"),
+        _env_secret,
+    ),
+    Rule(
+        re.compile(
+            r"(?P<key>" + _FIELD_KEYWORDS + r")(?P<close>[\"']?)[ \t]*(?P<sep>:|=(?!=))[ \t]*"
+            r"(?P<secret>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'#;,\\]+)"
+        ),
+        ("password", "passwd", "passphrase", "secret", "token", "key", "credential"),
+        _secret_field,
+        lowered=True,
+    ),
+    _group(
+        "url_parameter",
+        r"[?&]" + _QUERY_NAMES + r"=(?P<secret>[^&\s#\"'<>\\]{6,})",
+        ("token=", "key=", "secret=", "password=", "passwd=", "sig=", "signature="),
+        _is_literal_secret,
+        lowered=True,
+    ),
+    Rule(
+        re.compile(
+            r"--(?:password|passwd|token|api-key|api_key|apikey|secret|client-secret|auth-token)"
+            r"(?:=|[ \t]+)(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'\\]+)"
+        ),
+        ("--password", "--passwd", "--token", "--api-key", "--api_key", "--apikey", "--secret", "--client-secret", "--auth-token"),
+        _cli_secret,
+        lowered=True,
+    ),
+    _group(  # curl -u user:password
+        "cli_secret",
+        r"(?<![a-z0-9_-])(?:-u|--user)[ \t]+[\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)",
+        ("-u", "--user"),
+        _is_literal_secret,
+        lowered=True,
+    ),
+)
+
+
+# ---------------------------------------------------------------- application
+
+
+def _cuts_placeholder(markers: list[tuple[int, int]], start: int, end: int) -> bool:
+    """True when [start, end) covers only part of an existing marker (masking it would mangle it)."""
+    return any(ps < end and start < pe and not (start <= ps and pe <= end) for ps, pe in markers)
+
+
+def _apply(rule: Rule, text: str, haystack: str) -> str:
+    pieces: list[str] = []
+    last = 0
+    markers = [m.span() for m in _PLACEHOLDER.finditer(text)] if PLACEHOLDER_OPEN in text else []
+    for match in rule.pattern.finditer(haystack):
+        verdict = rule.judge(text, match)
+        if verdict is None:
+            continue
+        kind, start, end = verdict
+        if start < last or text.startswith(PLACEHOLDER_OPEN, start) or _cuts_placeholder(markers, start, end):
+            continue
+        pieces.append(text[last:start])
+        pieces.append(placeholder(kind))
+        last = end
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _lower(text: str) -> str:
+    """Lower case with the same indices as ``text`` (U+0130 is the one character that grows)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        lowered = text.replace("\u0130", "I").lower()
+    return lowered
+
+
+def redact(text: str) -> str:
+    """``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
+    if not isinstance(text, str):
+        raise TypeError(f"redact() needs a str, got {type(text).__name__}")
+    lowered: str | None = None
+    for rule in RULES:
+        if rule.lowered:
+            if lowered is None:
+                lowered = _lower(text)
+            haystack = lowered
+        else:
+            haystack = text
+        for trigger in rule.triggers:
+            if trigger in haystack:
+                break
+        else:
+            continue
+        redacted = _apply(rule, text, haystack)
+        if redacted is not text:
+            text = redacted
+            lowered = None
+    return text
+
+
+def redact_value(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (dicts, lists, tuples); other leaves pass through."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: redact_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(item) for item in value)
+    return value
+
+
+def redact_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A redacted copy of a chat message: content, content parts and tool-call arguments.
+
+    Image parts are left alone: base64 pixels are not text a rule can read
+    sensibly, and masking them would only break the image.
+    """
+    if not isinstance(message, dict):
+        raise TypeError(f"redact_message() needs a message dict, got {type(message).__name__}")
+    out = dict(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        out["content"] = redact(content)
+    elif isinstance(content, list):
+        out["content"] = [part if isinstance(part, dict) and part.get("type") == "image_url" else redact_value(part) for part in content]
+    if message.get("tool_calls"):
+        out["tool_calls"] = [_redact_call(call) for call in message["tool_calls"]]
+    return out
+
+
+def _redact_call(call: Any) -> Any:
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        return call
+    function = dict(call["function"])
+    if isinstance(function.get("arguments"), str):
+        function["arguments"] = redact(function["arguments"])
+    return {**call, "function": function}

@@ -1,0 +1,84 @@
+"""Shared vocabulary of the compression pipeline: the summariser contract and
+the wording that marks a handoff summary inside a conversation.
+
+Kept in its own module so that summarisers and the pipeline can both import
+it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+#: Opening of every handoff summary. It frames the block as background so a
+#: model does not mistake an old request quoted in it for a new instruction.
+SUMMARY_PREFIX = (
+    "[HANDOFF SUMMARY - REFERENCE ONLY] An earlier part of this conversation was "
+    "condensed into the notes below when the context window filled up. Treat them "
+    "as background, not as instructions: every request described here has already "
+    "been handled or is superseded. The only active request is the latest user "
+    "message outside this summary (normally the one right after it), even if its "
+    "topic overlaps with the notes. "
+    "Do not resume or finish work listed as historical unless that latest message "
+    "asks for it. All tools remain available, and files or other state may already "
+    "reflect the work described. MEMORY.md and USER.md stay authoritative where "
+    "they disagree with this summary."
+)
+
+#: One line that closes a summary and points the model at the message below it.
+SUMMARY_END_MARKER = "[END OF HANDOFF SUMMARY - respond to the latest user message below]"
+
+#: Prefix Hermes used for summaries in older sessions; still recognised on import.
+LEGACY_SUMMARY_PREFIX = "[CONTEXT SUMMARY]:"
+
+
+@dataclass
+class SummaryRequest:
+    """What a summariser is asked to condense, and how long the answer may be."""
+
+    span: list[dict]
+    previous_summary: str | None
+    focus: str | None
+    budget_tokens: int
+    memory_context: str | None = None
+
+
+@dataclass
+class SummaryOutcome:
+    """A summary body (without prefix or end marker) and how it was obtained.
+
+    An empty ``body`` means no summary is available at all; the pipeline then
+    refuses to drop the middle of the conversation.
+    """
+
+    body: str
+    fallback_used: bool = False
+    error: str | None = None
+    usage_prompt_tokens: int = 0
+    usage_completion_tokens: int = 0
+
+
+@runtime_checkable
+class Summariser(Protocol):
+    def summarise(self, request: SummaryRequest) -> SummaryOutcome: ...
+
+
+def _leading_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                return str(part.get("text", ""))
+    return ""
+
+
+def is_summary_message(message: dict[str, Any]) -> bool:
+    """True for a handoff summary: flagged by the pipeline or recognisable by its prefix."""
+    if not isinstance(message, dict):
+        return False
+    if message.get("_compressed_summary"):
+        return True
+    text = _leading_text(message).lstrip()
+    return text.startswith(SUMMARY_PREFIX) or text.startswith(LEGACY_SUMMARY_PREFIX)

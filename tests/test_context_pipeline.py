@@ -1,0 +1,202 @@
+"""compress(): outcomes, the guarantees, and regressions of known Hermes faults."""
+
+from __future__ import annotations
+
+import json
+
+from hermeslab.core.config import Config
+from hermeslab.core.messages import text_of, validate_messages
+from hermeslab.context.budget import derive_budgets
+from hermeslab.context.pipeline import ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress
+from hermeslab.context.presets import apply_preset
+from hermeslab.context.types import SUMMARY_END_MARKER, SUMMARY_PREFIX, SummaryOutcome, is_summary_message
+
+from test_context_conversations import (FailingSummariser, FixedSummariser, agent_session, assistant, call, system,
+                                        text, tool, tool_turn, user)
+
+TASK = "Fix the failing login test in auth.py"
+
+
+def cfg(preset: str = "seed"):
+    return apply_preset(Config(), preset).compression
+
+
+def run(messages, preset="seed", window=16_000, state=None, summariser=None, **kwargs):
+    c = cfg(preset)
+    return compress(messages, cfg=c, budgets=derive_budgets(c, window), state=state or CompressionState(),
+                    summariser=summariser or FixedSummariser(), **kwargs)
+
+
+def summaries(messages):
+    return [m for m in messages if is_summary_message(m)]
+
+
+def test_a_compression_records_every_decision_as_json():
+    messages = agent_session(turns=12, output_words=600)
+    state = CompressionState()
+    result = run(messages, state=state)
+    assert result.record["outcome"] == "compressed" and result.effective and not result.aborted
+    assert result.tokens_after < result.tokens_before and len(result.messages) < len(messages)
+    assert result.condensed == len(result.plan.span) > 0
+    record = json.loads(json.dumps(result.record))
+    assert {"budgets", "prune", "boundary", "summary", "assembly", "latest_user", "tokens_before"} <= set(record)
+    assert record["prune"]["decisions"] and record["boundary"]["reasons"]
+    assert state.compression_count == 1 and state.previous_summary == result.summary_text
+    validate_messages(result.messages)
+
+
+def test_nothing_to_summarise_leaves_the_summariser_alone():
+    summariser = FixedSummariser()
+    result = run(agent_session(turns=1), summariser=summariser)
+    assert result.record["outcome"] == "nothing_to_summarise" and summariser.requests == []
+    assert not result.effective and result.summary_text is None
+
+
+# ---------------------------------------------------------------- regressions
+
+
+def test_the_task_survives_a_second_compaction():
+    """Hermes loses the opening task once a second compaction summarises it; the seed quotes it."""
+    quiet = FixedSummariser("## Active Task\nlatest case\n\n## Completed Actions\n1. ran cases")
+    for preset, survives in (("seed", True), ("hermes-0.19", False)):
+        state = CompressionState()
+        first = run(agent_session(turns=12, output_words=600, task=TASK), preset=preset, state=state, summariser=quiet)
+        grown = first.messages + agent_session(turns=12, output_words=600, task="Also check case 99",
+                                               call_prefix="more")[1:]
+        second = run(grown, preset=preset, state=state, summariser=quiet)
+        assert second.record["outcome"] == "compressed"
+        assert any(TASK in text_of(m) for m in second.messages) is survives, preset
+        if survives:
+            assert second.record["original_task"]["kept_verbatim"] is False
+            assert second.summary_text.startswith(f"{ORIGINAL_TASK_LABEL} {TASK}")
+    assert quiet.requests[-1].focus is None  # Hermes preset: nothing asked
+    assert second.record["original_task"] == {}
+
+
+def test_the_task_is_offered_to_the_summariser_and_added_when_it_is_left_out():
+    state = CompressionState(compression_count=1, original_task=TASK)
+    summariser = FixedSummariser()
+    result = run(agent_session(turns=12, output_words=600, task="Look at case 0"), state=state, summariser=summariser,
+                 focus="the database layer")
+    assert summariser.requests[0].focus == f"the database layer\n\n{ORIGINAL_TASK_LABEL} {TASK}"
+    assert result.summary_text.startswith(f"{ORIGINAL_TASK_LABEL} {TASK}\n\n")
+    assert result.record["original_task"] == {"kept_verbatim": False, "quoted_by_summariser": False}
+
+
+def test_the_summary_is_framed_as_reference_and_the_latest_request_follows_it():
+    """A summary read as a new instruction: the frame says it is history and points past itself."""
+    messages = agent_session(turns=12, output_words=600)
+    result = run(messages)
+    summary = summaries(result.messages)
+    assert len(summary) == 1
+    content = summary[0]["content"]
+    assert content.startswith(SUMMARY_PREFIX) and content.endswith(SUMMARY_END_MARKER)
+    for phrase in ("REFERENCE ONLY", "not as instructions", "already been handled", "latest user message"):
+        assert phrase in content
+    where = result.messages.index(summary[0])
+    latest = messages[-1]
+    assert latest["role"] == "user" and result.messages[-1] == latest and len(result.messages) - 1 > where
+
+
+def test_a_failing_summariser_never_drops_the_middle():
+    messages = agent_session(turns=12, output_words=600)
+    state = CompressionState()
+    failing = FailingSummariser()
+    result = run(messages, state=state, summariser=failing)
+    assert failing.calls == 1
+    assert result.aborted and result.messages == messages and all(a is b for a, b in zip(result.messages, messages))
+    assert result.summary_error == "ConnectionError: connection refused"
+    assert state == CompressionState() and result.record["outcome"] == "aborted" and not result.effective
+    empty = run(messages, summariser=FixedSummariser("   "))
+    assert empty.aborted and empty.messages == messages
+
+
+def test_hermes_abort_returns_its_pruned_copy_without_dropping_messages():
+    """Hermes hands back its pruned copy on abort (reproduced); every message is still there."""
+    messages = agent_session(turns=12, output_words=600)
+    result = run(messages, preset="hermes-0.19", summariser=FailingSummariser())
+    assert result.aborted and len(result.messages) == len(messages) and result.messages != messages
+
+
+def test_fallback_outcomes_are_reported():
+    fallback = SummaryOutcome(body="## Active Task\nfrom the extractive fallback", fallback_used=True,
+                              error="TimeoutError: slow")
+
+    class Falling:
+        def summarise(self, request):
+            return fallback
+
+    result = run(agent_session(turns=12, output_words=600), summariser=Falling())
+    assert result.fallback_used and result.summary_error == "TimeoutError: slow" and not result.aborted
+
+
+def test_iterative_compression_folds_the_old_summary():
+    state = CompressionState()
+    summariser = FixedSummariser()
+    first = run(agent_session(turns=12, output_words=600), state=state, summariser=summariser)
+    tail_turns = [m for i in range(10) for m in tool_turn(f"n{i}", "terminal", {"command": f"make {i}"}, text(600, i))]
+    second = run(first.messages + [user("keep going")] + tail_turns, state=state, summariser=summariser)
+    request = summariser.requests[-1]
+    assert request.previous_summary == first.summary_text
+    assert not any(is_summary_message(m) for m in request.span)
+    assert len(summaries(second.messages)) == 1 and state.compression_count == 2
+
+
+def test_a_resumed_conversation_gets_one_summary_in_the_seed_and_two_in_hermes():
+    """Hermes sizes the head before it notices the old summary, which then stays beside the new one."""
+    old = {"role": "user", "content": f"{SUMMARY_PREFIX}\nolder work\n\n{SUMMARY_END_MARKER}"}
+    messages = [system(), user(TASK), old, assistant("continuing")]
+    for i in range(20):
+        messages += tool_turn(f"c{i}", "terminal", {"command": f"step {i}"}, text(600, i))
+        messages += [assistant(f"step {i} done"), user(f"next {i}")]
+    assert len(summaries(run(messages).messages)) == 1
+    assert len(summaries(run(messages, preset="hermes-0.19").messages)) == 2
+
+
+def test_latest_request_right_after_the_head_stays_verbatim():
+    """Hermes summarises it with its turn (and its wrapper re-inserts it); the seed keeps it in the head."""
+    messages = [system(), user(TASK)]
+    for i in range(30):
+        messages += tool_turn(f"c{i}", "terminal", {"command": f"step {i}"}, text(400, i), note=f"Step {i}.")
+    state = CompressionState(compression_count=1)
+    hermes = run(messages, preset="hermes-0.19", state=CompressionState(compression_count=1))
+    seed = run(messages, state=state)
+    assert hermes.record["latest_user"]["reinserted"] and not seed.record["latest_user"]["reinserted"]
+    assert seed.messages[:2] == messages[:2]
+    for result in (hermes, seed):
+        assert any(m == messages[1] for m in result.messages)
+
+
+def test_a_summary_that_would_grow_the_context_is_refused():
+    messages = agent_session(turns=12, output_words=600)
+    state = CompressionState()
+    result = run(messages, state=state, summariser=FixedSummariser(text(40_000)))
+    assert result.record["outcome"] == "no_gain" and result.summary_text is None
+    assert result.tokens_after <= result.tokens_before and state.compression_count == 0
+    assert not summaries(result.messages)
+
+
+def test_unanswered_calls_at_the_end_are_answered_by_the_seed_stub():
+    messages = agent_session(turns=12, output_words=600) + [assistant("", [call("late", "terminal", {"command": "ls"})])]
+    result = run(messages)
+    assert result.messages[-1]["role"] == "tool" and result.messages[-1]["tool_call_id"] == "late"
+    dropped = run(messages, preset="hermes-0.19")
+    assert not dropped.messages[-1].get("tool_calls")
+    assert all(m.get("tool_call_id") != "late" for m in dropped.messages)
+
+
+def test_a_small_window_keeps_recent_tool_pairs_whole():
+    messages = [system(), user(TASK), assistant("ok"), user("go")]
+    for i in range(15):
+        messages += tool_turn(f"c{i}", "terminal", {"command": f"step {i}"}, text(400, i))
+        messages += [assistant(f"done {i}"), user(f"then {i}")]
+    result = run(messages, window=8_000)
+    validate_messages(result.messages)
+    assert tool("c14", text(400, 14)) in result.messages
+
+
+def test_a_long_task_is_quoted_by_its_opening():
+    long_task = "Refactor the billing module. " + text(3_000)
+    state = CompressionState(compression_count=1, original_task=long_task)
+    result = run(agent_session(turns=12, output_words=600, task="Look at case 0"), state=state)
+    assert result.summary_text.startswith(f"{ORIGINAL_TASK_LABEL} {long_task[:ORIGINAL_TASK_MAX_CHARS]} [...]")

@@ -1,0 +1,166 @@
+"""Properties of the whole pipeline on thousands of generated conversations, for both presets."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hermeslab.core.config import Config
+from hermeslab.core.messages import MessageValidationError, repair_messages, text_of, validate_messages
+from hermeslab.context.assemble import sanitize_tool_pairs, split_summary
+from hermeslab.context.budget import derive_budgets
+from hermeslab.context.estimate import list_estimator
+from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS, CompressionState, compress, plan_compression
+from hermeslab.context.presets import apply_preset
+from hermeslab.context.turns import first_real_user_index, last_real_user_index
+from hermeslab.context.types import is_summary_message
+
+from test_context_conversations import FixedSummariser, conversations, conversations_with_orphans, user
+
+PRESETS = ("seed", "hermes-0.19")
+WINDOWS = st.sampled_from([8_000, 16_000, 32_000])
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                             HealthCheck.data_too_large])
+
+
+def _cfg(preset: str):
+    return apply_preset(Config(), preset).compression
+
+
+def assert_pairs_complete(messages: list[dict]) -> None:
+    """Every call is answered right after its assistant message, and every result answers such a call."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        assert message["role"] != "tool", f"tool result at {index} follows no call"
+        index += 1
+        ids = [c["id"] for c in message.get("tool_calls") or ()]
+        answered = []
+        while index < len(messages) and messages[index]["role"] == "tool":
+            answered.append(messages[index]["tool_call_id"])
+            index += 1
+        assert sorted(answered) == sorted(ids), f"calls {ids} answered by {answered}"
+
+
+def user_content_present(messages: list[dict], target: dict) -> bool:
+    for message in messages:
+        if message["role"] != "user":
+            continue
+        content = split_summary(message)[1] if is_summary_message(message) else message["content"]
+        if content == target["content"]:
+            return True
+    return False
+
+
+def opening_task(messages: list[dict]) -> str | None:
+    first = first_real_user_index(messages)
+    return None if first is None else text_of(messages[first])[:ORIGINAL_TASK_MAX_CHARS]
+
+
+def check_result(preset: str, original: list[dict], snapshot: list[dict], result, cfg, task: str | None) -> None:
+    """All invariants of one compression; ``task`` is the request that opened the conversation."""
+    out = result.messages
+    assert original == snapshot, "input was modified"
+    validate_messages(out)
+    assert_pairs_complete(out)
+    assert sanitize_tool_pairs(out, missing=cfg.missing_results)[0] == out, "sanitising is not idempotent"
+    if original and original[0]["role"] == "system":
+        assert out[0]["role"] == "system"
+        assert out[0]["content"].startswith(original[0]["content"])
+        if preset == "seed":
+            assert out[0] == original[0]
+    assert all(m["role"] != "system" for m in out[1:])
+    latest = last_real_user_index(original)
+    if latest is not None:
+        assert user_content_present(out, original[latest]), "latest real user message lost"
+    estimate = list_estimator(cfg)
+    assert result.tokens_after <= result.tokens_before
+    assert estimate(out) <= estimate(original)
+    if preset == "seed":
+        assert sum(is_summary_message(m) for m in out) <= 1
+        if task is not None and result.summary_text is not None:
+            assert any(task in text_of(m) for m in out), "original task lost"
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@SETTINGS
+@given(messages=conversations(), window=WINDOWS)
+def test_compress_invariants(preset, messages, window):
+    cfg = _cfg(preset)
+    budgets = derive_budgets(cfg, window)
+    snapshot = copy.deepcopy(messages)
+    result = compress(messages, cfg=cfg, budgets=budgets, state=CompressionState(), summariser=FixedSummariser())
+    check_result(preset, messages, snapshot, result, cfg, opening_task(messages))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@SETTINGS
+@given(messages=conversations(), window=WINDOWS)
+def test_plan_is_deterministic_and_pure(preset, messages, window):
+    cfg = _cfg(preset)
+    budgets = derive_budgets(cfg, window)
+    state = CompressionState(compression_count=1, previous_summary="earlier notes")
+    snapshot = copy.deepcopy(messages)
+    first = plan_compression(messages, cfg=cfg, budgets=budgets, state=state)
+    second = plan_compression(messages, cfg=cfg, budgets=budgets, state=state)
+    assert messages == snapshot
+    assert state == CompressionState(compression_count=1, previous_summary="earlier notes")
+    assert (first.boundary, first.decisions, first.pruned, first.span, first.prune_boundary) == (
+        second.boundary, second.decisions, second.pruned, second.span, second.prune_boundary)
+    if not first.boundary.empty:
+        assert 0 <= first.boundary.start < first.boundary.end <= len(messages)
+        assert first.pruned[first.boundary.end]["role"] != "tool" if first.boundary.end < len(messages) else True
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(rounds=st.lists(conversations(max_turns=3), min_size=2, max_size=3), window=WINDOWS)
+def test_repeated_compressions(preset, rounds, window):
+    """Compress, let the conversation grow, compress again: the invariants hold every time."""
+    cfg = _cfg(preset)
+    budgets = derive_budgets(cfg, window)
+    state = CompressionState()
+    messages = rounds[0]
+    task = opening_task(messages)
+    for index, more in enumerate(rounds[1:]):
+        snapshot = copy.deepcopy(messages)
+        result = compress(messages, cfg=cfg, budgets=budgets, state=state, summariser=FixedSummariser())
+        check_result(preset, messages, snapshot, result, cfg, task)
+        grown = [dict(m, tool_call_id=f"r{index}_{m['tool_call_id']}") if m["role"] == "tool" else m
+                 for m in more if m["role"] != "system"]
+        for message in grown:
+            if message.get("tool_calls"):
+                message["tool_calls"] = [dict(c, id=f"r{index}_{c['id']}") for c in message["tool_calls"]]
+        messages = result.messages + [user(f"follow-up {index}")] + grown
+    snapshot = copy.deepcopy(messages)
+    result = compress(messages, cfg=cfg, budgets=budgets, state=state, summariser=FixedSummariser())
+    check_result(preset, messages, snapshot, result, cfg, task)
+
+
+@SETTINGS
+@given(messages=conversations_with_orphans())
+def test_orphan_results_are_rejected_then_repairable(messages):
+    """Malformed input is refused with the offending index; repair_messages makes it acceptable."""
+    cfg = _cfg("seed")
+    budgets = derive_budgets(cfg, 16_000)
+    with pytest.raises(MessageValidationError, match="answers no open tool call"):
+        plan_compression(messages, cfg=cfg, budgets=budgets, state=CompressionState())
+    repaired, report = repair_messages(messages)
+    assert report.removed_orphan_results
+    result = compress(repaired, cfg=cfg, budgets=budgets, state=CompressionState(), summariser=FixedSummariser())
+    check_result("seed", repaired, copy.deepcopy(repaired), result, cfg, opening_task(repaired))
+
+
+@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.data_too_large])
+@given(messages=conversations(), window=WINDOWS)
+def test_thorough_hermes_preset_invariants(messages, window):
+    """The long run, on the cheaper rough estimator."""
+    cfg = _cfg("hermes-0.19")
+    snapshot = copy.deepcopy(messages)
+    result = compress(messages, cfg=cfg, budgets=derive_budgets(cfg, window), state=CompressionState(),
+                      summariser=FixedSummariser())
+    check_result("hermes-0.19", messages, snapshot, result, cfg, opening_task(messages))
