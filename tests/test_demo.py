@@ -23,7 +23,8 @@ class RecordingOfflineModel(OfflineModel):
 
     def complete(self, request):  # the streaming path answers through complete() too
         response = super().complete(request)
-        RecordingOfflineModel.reported.append(response.usage)
+        if request.tools:  # agent calls; summary requests (one prompt, no tools) are logged with compressions
+            RecordingOfflineModel.reported.append(response.usage)
         return response
 
 
@@ -38,19 +39,20 @@ def test_demo_logs_every_table_with_the_servers_usage(tmp_path, monkeypatch, cap
     assert plot.stat().st_size > 10_000
 
     lab = open_lab(lab_path)
-    sessions = lab.sessions()
-    assert len(sessions) == 1
-    session_id = sessions["id"].iloc[0]
-    assert sessions["end_reason"].iloc[0] == "agent_close"
-    assert len(lab.messages(session_id)) > 20
-    assert len(lab.tool_calls(session_id)) >= 8
-    calls = lab.api_calls(session_id).sort_values(["turn", "call_index"])
+    sessions = lab.sessions().sort_values("started_at")
+    tip = sessions["id"].iloc[-1]
+    assert lab.lineage(tip) == list(sessions["id"])  # the demo's small window rotates into child sessions
+    assert set(sessions["end_reason"]) <= {"compression", "agent_close"}
+    assert sessions["end_reason"].iloc[-1] == "agent_close"
+    assert len(lab.compressions()) >= 1
+    assert len(lab.messages(tip)) > 5
+    assert len(lab.tool_calls()) >= 8
+    calls = lab.api_calls().sort_values(["turn", "call_index"])
     assert len(calls) == len(RecordingOfflineModel.reported) > 10
     assert list(calls["prompt_tokens"]) == [u.prompt_tokens for u in RecordingOfflineModel.reported]
     assert list(calls["completion_tokens"]) == [u.completion_tokens for u in RecordingOfflineModel.reported]
     assert not calls["usage_estimated"].any()
-    turns = lab.turns(session_id)
-    assert set(turns["status"]) == {"completed"}
+    assert set(lab.turns()["status"]) == {"completed"}
 
 
 def test_the_installed_command_runs(tmp_path):

@@ -157,7 +157,7 @@ class RowBuilder:
                     "config_hash": _opt_str(event.config_hash),
                     "context_length": _opt_int(event.context_length),
                     "started_at": _utc(event.ts),
-                    "title": _opt_str(event.title),
+                    "title": self._private(event.title),
                     "system_prompt": self._private(event.system_prompt),
                     "reason": _opt_str(event.reason),
                     "run_id": _opt_str(event.run_id),
