@@ -73,7 +73,7 @@ def compress_speed(ref: HermesReference, sessions: list[dict], context_length: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", type=Path, default=Path("/work/shared/datasets"))
+    parser.add_argument("--datasets", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "datasets")
     parser.add_argument("--context-length", type=int, default=16_000)
     parser.add_argument("--longest", type=int, default=5, help="how many of the longest sessions to time")
     parser.add_argument("--repeats", type=int, default=20)

@@ -2,20 +2,22 @@
 
 The loop knows nothing about DuckDB or widgets. It emits typed events on a bus
 and whoever cares subscribes. One user turn is an outer loop over model calls
-(each possibly followed by tool runs) bounded by ``agent.max_iterations``; each
-model call has an inner retry loop for transient provider errors.
+(each possibly followed by tool runs) bounded by ``agent.max_iterations``.
+Failed model calls and unusable replies are handed to ``hermeslab.recovery``,
+which decides what to try next; the loop applies its decisions and logs each one.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from .compaction import Compaction, Compactor, is_context_overflow, next_title, title_from
+from .compaction import Compaction, Compactor, next_title, title_from
 from .context.policy import PREFLIGHT_PASSES, made_progress
 from .core.config import Config
 from .core.events import (
@@ -27,6 +29,7 @@ from .core.events import (
     EventBus,
     MessageAdded,
     Notice,
+    RecoveryEvent,
     SessionEnded,
     SessionStarted,
     TextDelta,
@@ -38,6 +41,35 @@ from .core.events import (
 from .core.messages import repair_tool_arguments, strip_surrogates, tool_calls_of
 from .core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, count_text, default_counter
 from .providers.base import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from .recovery import (
+    EMPTY_MARKER,
+    RECOVERED,
+    CallState,
+    Classification,
+    CredentialRefresh,
+    Decision,
+    EmptyContext,
+    EmptyRecovery,
+    ProviderSlot,
+    RecoveryAction,
+    RecoveryChain,
+    RecoveryFailed,
+    RecoveryLog,
+    SessionSize,
+    classify,
+    complete_truncated,
+    has_inline_thinking,
+    is_empty,
+    is_truncated,
+    malformed_tool_calls,
+    nudge_messages,
+    prefill_message,
+    prior_housekeeping_text,
+    recent_tool_result,
+    repair_message_encoding,
+    repair_surrogates,
+    repaired_request,
+)
 from .session import Session, new_trace_id
 from .tools.executor import ToolResult, execute_tool_calls
 from .tools.registry import ToolRegistry
@@ -53,12 +85,22 @@ SELF_CHECK_PROMPT = (
     "If something is wrong or unsupported, correct it; otherwise repeat the answer unchanged."
 )
 
-#: HTTP statuses worth retrying as they are; None covers timeouts and dropped connections.
-RETRYABLE_STATUSES = frozenset({None, 408, 409, 425, 429, 500, 502, 503, 504, 529})
+#: Failures of a model call that the recovery chain classifies; anything else is a bug and propagates.
+RECOVERABLE_ERRORS = (ProviderError, UnicodeError, OSError)
+#: Backoff waits are slept in slices this long, so a stop request is honoured within one slice.
+WAIT_SLICE_SECONDS = 0.2
 
 
 class TurnInterrupted(Exception):
     """Raised inside the loop when the user asked to stop."""
+
+
+class ContextTooLarge(Exception):
+    """The provider refused the prompt as too large; the loop compresses and asks again."""
+
+    def __init__(self, fault: Classification):
+        super().__init__(fault.message)
+        self.fault = fault
 
 
 @dataclass
@@ -87,9 +129,22 @@ class Agent:
         counter: TokenCounter = default_counter,
         sleep: Callable[[float], None] = time.sleep,
         compactor: Compactor | None = None,
+        fallbacks: Sequence[ProviderSlot] = (),
+        refresh_credentials: CredentialRefresh | None = None,
+        rng: random.Random | None = None,
     ):
         self.config = config or Config()
-        self.provider = provider
+        #: What to try when a call fails: retries, repairs, a credential refresh, the fallback providers.
+        self.recovery = RecoveryChain(self.config.recovery, ProviderSlot(provider, self.config.model.name), fallbacks,
+                                      max_retries=max(0, self.config.agent.api_max_retries),
+                                      refresh=refresh_credentials, rng=rng)
+        self._recovery_log = RecoveryLog(self._report_recovery)
+        self._empty = EmptyRecovery(self.config.recovery)
+        #: Messages sent after the history for the next call only (an empty-reply nudge, a thinking prefill).
+        self._scaffold: list[dict[str, Any]] = []
+        #: Text of a stream that broke, with the length of the message list it answered.
+        self._partial: tuple[int, str] | None = None
+        self._argument_retries = 0
         self.tools = tools or ToolRegistry()
         self.bus = bus or EventBus()
         self.session = session or Session(
@@ -116,6 +171,15 @@ class Agent:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return self.session.messages
+
+    @property
+    def provider(self) -> Provider:
+        """The primary provider (a refreshed credential replaces it; fallbacks live in ``recovery``)."""
+        return self.recovery.primary.provider
+
+    @provider.setter
+    def provider(self, provider: Provider) -> None:
+        self.recovery.primary.provider = provider
 
     def interrupt(self) -> None:
         """Ask the running turn to stop at the next safe point (thread-safe)."""
@@ -183,6 +247,7 @@ class Agent:
         self._trace_id = new_trace_id()
         self._api_calls = 0
         self._turn_added = []
+        self._begin_recovery()
         result = TurnResult(text="", status="completed")
         self._emit(TurnStarted, user_text=text)
         parent = self._add_message({"role": "user", "content": strip_surrogates(text)}, None)
@@ -201,7 +266,9 @@ class Agent:
             result.status, result.error = "failed", str(exc)
             self._emit(ErrorEvent, error_class=exc.error_type or "provider_error", message=exc.message,
                        status_code=exc.status, fatal=True)
-            result.text = f"The model call failed and the turn stopped: {exc}"
+            final = exc.final_text if isinstance(exc, RecoveryFailed) else None
+            result.text = final or f"The model call failed and the turn stopped: {exc}"
+        self._recovery_log.settle(f"turn {result.status}")
         self._close_open_tool_calls()
         result.messages = list(self._turn_added)
         result.api_calls = self._api_calls
@@ -216,26 +283,33 @@ class Agent:
             self._check_stop()
             if iteration and self.compactor is not None:
                 self._maybe_compress("pressure", self._context_tokens())
-            try:
-                response = self._call_model(self.messages, result)
-            except ProviderError as exc:
-                if self._recover_from_overflow(exc):
-                    continue
-                raise
+            response = self._next_response(self.messages + self._scaffold, result)
+            if response is None:
+                continue
             if response.message.get("_interrupted"):
                 self._add_message(response.message, parent)
                 raise TurnInterrupted
+            if is_empty(response):
+                final = self._recover_empty(response, parent)
+                if final is None:
+                    continue
+                return final, "completed"
+            self._reply_was_usable()
             calls = tool_calls_of(response.message)
             if not calls and self_check_pending:
                 self_check_pending = False
                 draft = dict(response.message)
-                response = self._call_model(
-                    self.messages + [draft, {"role": "user", "content": SELF_CHECK_PROMPT}], result
-                )
+                checked = self._next_response(
+                    self.messages + [draft, {"role": "user", "content": SELF_CHECK_PROMPT}], result)
+                if checked is None:
+                    continue
+                if not checked.message.get("_interrupted") and not is_empty(checked):
+                    response = checked
                 calls = tool_calls_of(response.message)
-            assistant_id = self._add_message(self._clean_assistant(response.message), parent)
+            assistant = self._clean_assistant(response.message)
+            assistant_id = self._add_message(assistant, parent)
             if not calls:
-                return response.message.get("content") or "", "completed"
+                return assistant["content"], "completed"
             self._run_tools(calls, assistant_id)
             parent = assistant_id
             if self.compactor is not None and self.last_prompt_tokens is not None:
@@ -244,35 +318,52 @@ class Agent:
 
     # ------------------------------------------------------------ model calls
 
-    def _call_model(self, messages: list[dict[str, Any]], result: TurnResult) -> ChatResponse:
-        """One model call with plain bounded retries on transient provider errors."""
-        request = ChatRequest(
-            messages=list(messages),
-            model=self.config.model.name,
-            tools=self.tools.schemas() or None,
-            max_tokens=self.config.model.max_tokens,
-            temperature=self.config.model.temperature,
-        )
-        counted = self._count_request(messages, request.tools)
-        estimate = self.calibration.apply(counted)
+    def _next_response(self, messages: list[dict[str, Any]], result: TurnResult) -> ChatResponse | None:
+        """A reply to ``messages`` (cut replies continued, text repaired), or None when the loop must ask again."""
+        try:
+            response = self._repaired_reply(self._call_model(messages, result))
+            if is_truncated(response) and not response.message.get("_interrupted"):
+                response = self._complete_truncated(messages, response, result)
+        except ContextTooLarge as signal:
+            self._recover_from_overflow(signal.fault)
+            return None
+        if not response.message.get("_interrupted") and self._retry_malformed(response):
+            return None
+        return response
+
+    def _call_model(self, messages: list[dict[str, Any]], result: TurnResult, *,
+                    max_tokens: int | None = None) -> ChatResponse:
+        """One model call; each failed attempt goes to the recovery chain until a response arrives or it gives up."""
         call_index = self._api_calls
         self._api_calls += 1
-        attempts = max(1, self.config.agent.api_max_retries + 1)
-        for attempt in range(1, attempts + 1):
+        call = CallState()
+        attempt = 0
+        while True:
+            attempt += 1
+            slot = self.recovery.active
+            request = ChatRequest(
+                messages=repaired_request(list(messages), slot.repairs),
+                model=slot.model,
+                tools=self.tools.schemas() or None,
+                max_tokens=max_tokens or self.config.model.max_tokens,
+                temperature=self.config.model.temperature,
+            )
+            counted = self._count_request(messages, request.tools)
+            estimate = self.calibration.apply(counted)
             self._emit(ApiCallStarted, call_index=call_index, attempt=attempt,
                        estimated_prompt_tokens=estimate, message_count=len(messages))
             started = time.perf_counter()
             try:
-                response = self._receive(request)
-            except ProviderError as exc:
+                response = self._receive(request, slot.provider)
+            except RECOVERABLE_ERRORS as exc:
+                fault = classify(exc, self._size(estimate, len(messages)))
                 self._emit(ApiCallFinished, call_index=call_index, attempt=attempt, model=request.model,
                            estimated_prompt_tokens=estimate, latency_ms=_ms_since(started),
-                           error_class=exc.error_type or "provider_error", error_message=exc.message,
-                           status_code=exc.status)
-                if exc.status not in RETRYABLE_STATUSES or attempt == attempts:
-                    raise
-                self._check_stop()
-                self._sleep(_backoff(attempt, exc.retry_after))
+                           error_class=fault.name, error_message=fault.message, status_code=fault.status)
+                self._recovery_log.settle(f"failed: {fault.name}")
+                if fault.partial_text:
+                    self._partial = (len(messages), fault.partial_text)
+                messages = self._follow(self.recovery.after_failure(fault, call), fault, attempt, messages)
                 continue
             usage, estimated = self._usage_of(response, request, estimate)
             if not estimated:
@@ -288,14 +379,13 @@ class Agent:
                        usage_estimated=estimated, latency_ms=_ms_since(started),
                        finish_reason=response.finish_reason)
             return response
-        raise AssertionError("unreachable: the retry loop returns or raises")
 
-    def _receive(self, request: ChatRequest) -> ChatResponse:
+    def _receive(self, request: ChatRequest, provider: Provider) -> ChatResponse:
         """Stream a response, publishing deltas; a stop request keeps the partial text."""
         if not self.config.agent.stream:
-            return self.provider.complete(request)
+            return provider.complete(request)
         parts: list[str] = []
-        stream = self.provider.stream(request)
+        stream = provider.stream(request)
         try:
             for item in stream:
                 if isinstance(item, ChatResponse):
@@ -303,9 +393,9 @@ class Agent:
                 if isinstance(item, StreamDelta):
                     if item.text:
                         parts.append(item.text)
-                        self._emit(TextDelta, text=item.text)
+                        self._emit(TextDelta, text=repair_surrogates(item.text))
                     if item.reasoning:
-                        self._emit(TextDelta, text=item.reasoning, reasoning=True)
+                        self._emit(TextDelta, text=repair_surrogates(item.reasoning), reasoning=True)
                 if self._stop.is_set():
                     partial = "".join(parts)
                     return ChatResponse(
@@ -363,17 +453,6 @@ class Agent:
         if self.compactor.policy.should_compress(tokens, trigger):
             self._compress(trigger)
 
-    def _recover_from_overflow(self, error: ProviderError) -> bool:
-        """The provider says the prompt is too long: learn the real window, compress, try again."""
-        if self.compactor is None or not is_context_overflow(error):
-            return False
-        limit = self.compactor.policy.overflow_limit(error.message, self.compactor.window)
-        if limit is not None:
-            self.compactor.lower_window(limit)
-            self._emit(Notice, level="warning", text=f"the provider's window is {limit:,} tokens; budgets lowered")
-        compaction = self._compress("overflow")
-        return compaction is not None and compaction.changed
-
     def _compress(self, trigger: str, focus: str | None = None) -> Compaction | None:
         """Run the compactor and apply what it produced: rotation or in-place, always logged."""
         compaction = self.compactor.run(self.messages, trigger=trigger, focus=focus)
@@ -426,6 +505,172 @@ class Agent:
     def _first_user_text(session: Session) -> str:
         return next((m.get("content") for m in session.messages
                      if m.get("role") == "user" and isinstance(m.get("content"), str)), "") or ""
+
+    # ------------------------------------------------------------ recovery
+
+    def _begin_recovery(self) -> None:
+        self.recovery.begin_turn()
+        self._empty.reset()
+        self._scaffold, self._partial, self._argument_retries = [], None, 0
+
+    def _reply_was_usable(self) -> None:
+        self._scaffold, self._partial = [], None
+        self._empty.reset()
+        self._recovery_log.settle(RECOVERED)
+
+    def _report_recovery(self, action: RecoveryAction, outcome: str) -> None:
+        self._emit(RecoveryEvent, fault_class=action.fault, action=action.action, attempt=action.attempt,
+                   delay_s=action.delay_s, outcome=outcome)
+
+    def _size(self, estimate: int, count: int) -> SessionSize:
+        window = self.compactor.window if self.compactor is not None else self.config.model.context_length
+        return SessionSize(tokens=max(self.last_prompt_tokens or 0, estimate), messages=count, window=window)
+
+    def _follow(self, decision: Decision, fault: Classification, attempt: int,
+                messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Carry out the chain's decision; returns the messages to send next (repaired when needed)."""
+        if decision.action == "compress":
+            raise ContextTooLarge(fault)
+        if decision.action == "give_up":
+            self._recovery_log.record(fault.name, "give_up", attempt, decision.reason)
+            raise RecoveryFailed(fault.name, decision.reason, status=fault.status)
+        name = {"repair": decision.repair, "refresh": "refresh_credentials"}.get(decision.action, decision.action)
+        self._recovery_log.open(fault.name, name, attempt, decision.delay)
+        if decision.action == "retry":
+            self._wait(decision.delay)
+        elif decision.action == "fallback":
+            self._emit(Notice, level="warning", text=f"falling back: {decision.reason}")
+        elif decision.repair == "repair_encoding":
+            return self._repair_encoding(messages)
+        elif decision.action == "repair":
+            self.recovery.active.repairs.add(decision.repair)
+        return messages
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep in slices so that a stop request ends the wait."""
+        remaining = seconds
+        while remaining > 0:
+            self._check_stop()
+            step = min(remaining, WAIT_SLICE_SECONDS)
+            self._sleep(step)
+            remaining -= step
+        self._check_stop()
+
+    def _repair_encoding(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Fix unencodable text in the history for good, and in the pending request."""
+        history = self.session.messages
+        replaced: dict[int, dict[str, Any]] = {}
+        for index, message in enumerate(history):
+            fixed = repair_message_encoding(message)
+            if fixed is not None:
+                replaced[id(message)] = history[index] = fixed
+        return [replaced.get(id(m)) or repair_message_encoding(m) or m for m in messages]
+
+    def _repaired_reply(self, response: ChatResponse) -> ChatResponse:
+        fixed = repair_message_encoding(response.message)
+        if fixed is None:
+            return response
+        self._recovery_log.record("codec_error", "repair_encoding", 1, "repaired the reply's text")
+        return dataclasses.replace(response, message=fixed)
+
+    def _complete_truncated(self, messages: list[dict[str, Any]], response: ChatResponse,
+                            result: TurnResult) -> ChatResponse:
+        """A reply cut by the output limit, continued or asked again (see ``recovery.truncation``)."""
+        def ask(extra: list[dict[str, Any]], cap: int) -> ChatResponse:
+            return self._repaired_reply(self._call_model(messages + extra, result, max_tokens=cap))
+
+        limit = self.config.recovery.max_continuations
+        response, still_cut = complete_truncated(response, ask, self._recovery_log, limit=limit,
+                                                 cap=self.config.model.max_tokens)
+        if still_cut:
+            self._emit(Notice, level="warning", text=f"the answer was still cut off after {limit} continuations")
+        return response
+
+    def _retry_malformed(self, response: ChatResponse) -> bool:
+        """Tool calls whose arguments are not JSON: ask again (within budget) before any tool runs."""
+        if not malformed_tool_calls(response.message):
+            return False
+        if self._argument_retries >= self.config.recovery.max_argument_retries:
+            self._recovery_log.record("malformed_tool_arguments", "give_up", self._argument_retries,
+                                      "the tools report the broken arguments to the model")
+            return False
+        self._argument_retries += 1
+        self._recovery_log.settle("failed: malformed_tool_arguments")
+        self._recovery_log.open("malformed_tool_arguments", "retry", self._argument_retries)
+        return True
+
+    def _recover_empty(self, response: ChatResponse, parent: str) -> str | None:
+        """An empty reply: take the next step of the empty-response ladder; a str is the turn's final text."""
+        self._recovery_log.settle("failed: empty")
+        asked = len(self.messages) + len(self._scaffold)
+        partial = self._partial[1] if self._partial and self._partial[0] == asked else ""
+        step = self._empty.next_step(EmptyContext(
+            partial_text=partial, prior_text=prior_housekeeping_text(self._turn_added),
+            recent_tool_result=recent_tool_result(self.messages), inline_thinking=has_inline_thinking(response.message),
+            reasoning=bool(response.reasoning), fallback_available=self.recovery.has_fallback))
+        attempt = self._empty.attempt(step)
+        self._scaffold = []
+        if step == "partial_stream":
+            self._recovery_log.record("empty", step, attempt, "kept the text of the broken stream")
+            self._add_message({"role": "assistant", "content": repair_surrogates(partial)}, parent)
+            return repair_surrogates(partial)
+        if step == "previous_content":
+            self._recovery_log.record("empty", step, attempt, "answered with the text sent with the tool calls")
+            return prior_housekeeping_text(self._turn_added)
+        if step == "terminal":
+            self._recovery_log.record("empty", step, attempt, "gave up")
+            raise RecoveryFailed("empty", "the model returned no visible content after every recovery step",
+                                 final_text=EMPTY_MARKER)
+        if step == "nudge":
+            self._scaffold = nudge_messages()
+        elif step == "prefill":
+            self._scaffold = [prefill_message(response)]
+        elif step == "fallback":
+            self.recovery.fall_back()
+            self._emit(Notice, level="warning",
+                       text=f"falling back to {self.recovery.active.label} after empty replies")
+        self._recovery_log.open("empty", step, attempt)
+        return None
+
+    def _recover_from_overflow(self, fault: Classification) -> None:
+        """The prompt is too large: learn the real window, compress past the gate, and let the loop ask again.
+
+        Gives up when the turn's overflow attempts are spent, or when nothing
+        changed and our own count agrees that the prompt does not fit. When our
+        count says it fits, the refusal was not about this prompt and one more
+        try is worth it.
+        """
+        if self.compactor is None:
+            self._give_up_overflow(fault, "compression is disabled (compression.enabled: false)", 1)
+        policy = self.compactor.policy
+        attempt = policy.overflow_attempts + 1
+        blocked = policy.blocked_reason("overflow")
+        if blocked is not None:
+            self._give_up_overflow(fault, blocked, attempt)
+        limit = policy.overflow_limit(fault.text, self.compactor.window)
+        if limit is not None:
+            self.compactor.lower_window(limit)
+            self._emit(Notice, level="warning", text=f"the provider's window is {limit:,} tokens; budgets lowered")
+            self._recovery_log.open(fault.name, "lower_window", attempt)
+        tokens, count = self._context_tokens(), len(self.messages)
+        compaction = self._compress("overflow")
+        after = self._context_tokens()
+        progressed = compaction is not None and compaction.changed and made_progress(count, tokens, len(self.messages),
+                                                                                   after)
+        if progressed:
+            self._recovery_log.open(fault.name, "compress", attempt)
+        elif fault.name == "payload_too_large" and "strip_images" not in self.recovery.active.repairs:
+            self.recovery.active.repairs.add("strip_images")
+            self._recovery_log.open(fault.name, "strip_images", attempt)
+        elif limit is None and after >= self.compactor.window:
+            self._give_up_overflow(fault, "the conversation cannot be compressed further", attempt)
+        else:
+            self._recovery_log.open(fault.name, "retry", attempt)
+        self._empty.reset()
+
+    def _give_up_overflow(self, fault: Classification, why: str, attempt: int) -> None:
+        self._recovery_log.record(fault.name, "give_up", attempt, why)
+        raise RecoveryFailed(fault.name, f"{fault.describe()}; {why}", status=fault.status)
 
     # ------------------------------------------------------------ tools
 
@@ -524,14 +769,6 @@ class Agent:
     def _emit(self, event_type: type[Event], **fields: Any) -> None:
         self.bus.publish(event_type(session_id=self.session.id, turn=self.session.turns,
                                     trace_id=self._trace_id, **fields))
-
-
-def _backoff(attempt: int, retry_after: float | None) -> float:
-    """Jittered exponential backoff; a provider's Retry-After wins (up to 60 s here)."""
-    if retry_after is not None:
-        return min(max(retry_after, 0.0), 60.0)
-    delay = min(2.0 * 2 ** (attempt - 1), 60.0)
-    return delay + random.uniform(0, 0.5 * delay)
 
 
 def _ms_since(started: float) -> float:

@@ -9,6 +9,16 @@ from pathlib import Path
 
 from .core.config import Config, ConfigError
 
+def _changelog(releases: int = 30) -> str:
+    """A long file for the demo to read, so the context crosses the threshold and gets compressed."""
+    lines = ["# Changelog", ""]
+    for n in range(releases, 0, -1):
+        lines += [f"## 1.{n}.0", f"- restock() now logs batch RS-{1000 + 7 * n} with its supplier and amount.",
+                  f"- in_stock() answers from a cache refreshed every {5 * n} seconds.",
+                  f"- Fixed issue #{200 + n}: negative amounts were accepted for SKU W-{n:03d}.", ""]
+    return "\n".join(lines)
+
+
 DEMO_FILES = {
     "README.md": "# inventory-service\n\nA tiny service that tracks stock levels.\nRun the tests with `python -m pytest`.\n",
     "src/inventory.py": (
@@ -21,16 +31,21 @@ DEMO_FILES = {
         "    STOCK[item] = STOCK.get(item, 0) + amount\n"
         "    return STOCK[item]\n"
     ),
+    "docs/CHANGELOG.md": _changelog(),
     "tests/test_inventory.py": (
         "from src.inventory import in_stock, restock\n\n\n"
         "def test_restock():\n    assert restock('gadget', 3) == 3\n    assert in_stock('gadget')\n"
     ),
 }
 
+#: A small window, so that the demo crosses the compression threshold after reading the changelog.
+DEMO_CONTEXT_LENGTH = 5_000
+
 DEMO_SCRIPT = [
     "Who are you?",
     "list files",
     "read src/inventory.py",
+    "read docs/CHANGELOG.md",
     'search for "TODO" in src',
     "add todos: reject negative restock amounts; treat unknown items as errors",
     'write "Stock levels are checked by in_stock(); restock() adds units." to NOTES.md',
@@ -50,6 +65,8 @@ def _load_config(path: str | None) -> Config:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from .console import ConsoleTranscript
     from .plots import plot_token_usage
     from .runtime import Runtime
@@ -62,7 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_text(text, encoding="utf-8")
-    overrides = {"tools.workspace": str(workspace), "tools.terminal.enabled": True}
+    overrides = {"tools.workspace": str(workspace), "tools.terminal.enabled": True,
+                 "model.context_length": args.context_length}
     if args.lab:
         overrides["store.path"] = args.lab
     config = config.with_overrides(overrides)
@@ -78,13 +96,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
             runtime.agent.chat(text)
         session_id = runtime.agent.session.id
         lab_path = runtime.lab_path
+        compactor = runtime.agent.compactor
+        threshold = compactor.budgets.threshold_tokens if compactor is not None else None
 
     lab = open_lab(lab_path)
-    usage = lab.turn_usage(session_id)
-    print("Per-turn usage:")
+    usage = pd.concat([lab.turn_usage(sid).assign(session=sid[-6:]) for sid in lab.lineage(session_id)],
+                      ignore_index=True)
+    print("Per-turn usage (a compression continues the conversation in a child session):")
     print(usage.to_string(index=False))
     plot_path = Path(args.plot or lab_path.with_name(f"token_usage_{session_id}.png"))
-    figure = plot_token_usage(lab, session_id, context_length=config.model.context_length)
+    figure = plot_token_usage(session_id, lab=lab, context_length=config.model.context_length,
+                              threshold_tokens=threshold)
     figure.savefig(plot_path, dpi=110)
     print(f"\nsession {session_id} logged to {lab_path}\nplot saved to {plot_path}")
     return 0
@@ -117,10 +139,20 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .providers import LocalServer, OfflineModel
+    from .providers.faults import FaultSchedule, serve_with_faults
 
-    server = LocalServer(OfflineModel(), host=args.host, port=args.port, chunk_delay=args.chunk_delay)
+    if args.faults:
+        try:
+            schedule = FaultSchedule.from_file(args.faults)
+        except ValueError as exc:
+            raise SystemExit(f"hermeslab: {exc}") from None
+        server = serve_with_faults(OfflineModel(), schedule, host=args.host, port=args.port,
+                                   chunk_delay=args.chunk_delay)
+    else:
+        server = LocalServer(OfflineModel(), host=args.host, port=args.port, chunk_delay=args.chunk_delay)
     url = server.start()
-    print(f"hermeslab offline model served at {url} (Ctrl+C to stop)", flush=True)
+    faults = f" with the faults of {args.faults}" if args.faults else ""
+    print(f"hermeslab offline model served at {url}{faults} (Ctrl+C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -157,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workspace", help="folder for the demo files (default: a new temporary folder)")
     demo.add_argument("--lab", help="lab database (default: .hermeslab/lab.duckdb)")
     demo.add_argument("--plot", help="where to save the PNG plot")
+    demo.add_argument("--context-length", type=int, default=DEMO_CONTEXT_LENGTH,
+                      help="context window in tokens (small by default so the demo shows a compression)")
     demo.set_defaults(func=cmd_demo)
 
     chat = sub.add_parser("chat", help="interactive chat in the terminal")
@@ -168,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between streamed chunks")
+    serve.add_argument("--faults", metavar="FILE",
+                       help="YAML or JSON fault schedule: fail chosen calls the way real providers fail "
+                            "(kinds: see hermeslab.providers.faults.FAULT_KINDS)")
     serve.set_defaults(func=cmd_serve)
 
     sessions = sub.add_parser("sessions", help="list logged sessions")

@@ -28,32 +28,7 @@ from .context import (
 from .context.estimate import list_estimator, message_estimator
 from .core.config import Config
 from .core.tokens import default_counter, rough_tool_schema_tokens
-from .providers.base import ProviderError
 from .tools.todo import TodoStore
-
-#: Wordings providers use when a prompt does not fit the model's window.
-_OVERFLOW_PATTERNS = re.compile(
-    r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
-    r"exceeds? the (?:available )?context|too many tokens|input is too long|max_model_len|"
-    r"reduce the length of the (?:messages|input)|request too large|n_ctx",
-    re.IGNORECASE,
-)
-_RATE_LIMIT = re.compile(r"rate.?limit|per minute|tokens per min|\bTPM\b|\bRPM\b", re.IGNORECASE)
-
-
-def is_context_overflow(error: ProviderError) -> bool:
-    """True when a provider rejected the request because the prompt is too large.
-
-    413 always counts; 400 (and the 5xx some servers use) count when the text
-    says so. Rate-limit wording never does, even when it mentions tokens.
-    """
-    text = f"{error.message} {error.error_type or ''}"
-    if error.status == 413:
-        return True
-    if error.status == 429 or _RATE_LIMIT.search(text):
-        return False
-    return error.status in (None, 400, 500, 502, 503) and bool(_OVERFLOW_PATTERNS.search(text))
-
 
 @dataclass
 class Compaction:

@@ -1,41 +1,82 @@
-"""Token usage per API call, with thresholds, compressions and session boundaries marked."""
+"""Token usage per API call, with the threshold, compressions and session boundaries marked."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     from .store.lab import Lab
 
 
-def _resolve_lab(lab: "Lab | str | Path") -> "Lab":
+@dataclass
+class UsageSource:
+    """What to plot: a lab, the sessions of one lineage (oldest first), and the limits if known."""
+
+    lab: Lab
+    lineage: list[str]
+    context_length: int | None = None
+    threshold_tokens: int | None = None
+
+
+def resolve_usage_source(session_or_lineage: Any, lab: Lab | str | Path | None = None) -> UsageSource:
+    """Accept a session id, a list of session ids, a Lab (its latest session), or a live Runtime or chat.
+
+    A Runtime (or anything holding one as ``runtime``, such as the notebook chat)
+    brings its own lab, current session, window and compression threshold.
+    """
+    from .store import Lab
     from .store import open as open_lab
 
-    return open_lab(lab) if isinstance(lab, (str, Path)) else lab
+    live = getattr(session_or_lineage, "runtime", session_or_lineage)
+    if hasattr(live, "agent") and hasattr(live, "lab_path"):
+        if live.writer is not None:
+            live.writer.flush()
+        compactor = live.agent.compactor
+        found = open_lab(live.lab_path)
+        return UsageSource(found, found.lineage(live.agent.session.id) or [live.agent.session.id],
+                           compactor.window if compactor else live.config.model.context_length,
+                           compactor.budgets.threshold_tokens if compactor else None)
+    if isinstance(session_or_lineage, Lab):
+        return UsageSource(session_or_lineage, session_or_lineage.lineage(_latest_session(session_or_lineage)))
+    found = open_lab(lab) if isinstance(lab, (str, Path)) or lab is None else lab
+    if isinstance(session_or_lineage, str):
+        lineage = found.lineage(session_or_lineage)
+        if not lineage:
+            raise ValueError(f"no session {session_or_lineage!r} in {found.path}")
+        return UsageSource(found, lineage)
+    if isinstance(session_or_lineage, Sequence) and session_or_lineage and all(
+            isinstance(item, str) for item in session_or_lineage):
+        return UsageSource(found, list(session_or_lineage))
+    raise TypeError("plot_token_usage takes a session id, a list of session ids, a Lab, or a Runtime; "
+                    f"got {type(session_or_lineage).__name__}")
 
 
-def token_usage_frame(lab: "Lab | str | Path", session_id: str | None = None) -> pd.DataFrame:
-    """One row per successful API call across the session's lineage, numbered in order."""
-    lab = _resolve_lab(lab)
-    if session_id is None:
-        sessions = lab.sessions()
-        if sessions.empty:
-            raise ValueError("the lab database holds no sessions yet")
-        session_id = str(sessions.sort_values("started_at").iloc[-1]["id"])
-    chain = list(lab.lineage(session_id))
+def _latest_session(lab: Lab) -> str:
+    sessions = lab.sessions()
+    if sessions.empty:
+        raise ValueError(f"the lab database {lab.path} holds no sessions yet")
+    return str(sessions.sort_values("started_at").iloc[-1]["id"])
+
+
+def token_usage_frame(lab: Lab, lineage: Sequence[str]) -> pd.DataFrame:
+    """One row per successful API call across the sessions of ``lineage``, numbered in order."""
     frames = []
-    for sid in chain:
+    for sid in lineage:
         calls = lab.api_calls(sid)
         if not calls.empty:
             frames.append(calls[calls["error_class"].isna()].assign(session_id=sid))
     if not frames:
-        return pd.DataFrame(columns=["call", "session_id", "turn", "prompt_tokens", "completion_tokens"])
+        return pd.DataFrame(columns=["call", "session_id", "turn", "prompt_tokens", "completion_tokens",
+                                     "created_at"])
     usage = pd.concat(frames, ignore_index=True)
     usage = usage.sort_values(["created_at", "call_index"], kind="stable").reset_index(drop=True)
     usage["call"] = range(1, len(usage) + 1)
@@ -43,70 +84,99 @@ def token_usage_frame(lab: "Lab | str | Path", session_id: str | None = None) ->
 
 
 def plot_token_usage(
-    lab: "Lab | str | Path",
-    session_id: str | None = None,
+    session_or_lineage: Any,
     *,
+    lab: Lab | str | Path | None = None,
     context_length: int | None = None,
     threshold_tokens: int | None = None,
     title: str | None = None,
-) -> "Figure":
-    """Prompt tokens per API call for a session and its ancestors.
+) -> Figure:
+    """Prompt tokens per API call across a session's lineage; a pyplot-free matplotlib Figure.
 
-    Returns a pyplot-free Figure (no global state; Jupyter displays it, ``savefig`` writes it).
-
-    Dashed lines mark the compression threshold and the context window; triangles
-    mark compressions (placed at the first call after them); dotted verticals mark
-    where a compression rotated into a new session.
+    ``session_or_lineage`` is a session id (plotted with its ancestors), a list of
+    session ids, a Lab (its latest session), or a Runtime / notebook chat (its
+    current session). ``lab`` is where ids are looked up (default
+    ``.hermeslab/lab.duckdb``). A dashed line marks the compression threshold
+    (given, from the Runtime, or from the latest logged compression), triangles
+    mark compressions, and dotted verticals mark where a new session began.
     """
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    lab = _resolve_lab(lab)
-    usage = token_usage_frame(lab, session_id)
+    source = resolve_usage_source(session_or_lineage, lab)
+    compressions = _compressions(source)
+    threshold = threshold_tokens or source.threshold_tokens or _logged_threshold(compressions)
+    window = context_length or source.context_length or _logged_window(source)
+    usage = token_usage_frame(source.lab, source.lineage)
     fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()
+    ax.set_title(title or f"Token usage per API call · {source.lineage[-1]}")
     if usage.empty:
         ax.text(0.5, 0.5, "no API calls logged yet", ha="center", va="center", transform=ax.transAxes)
         return fig
     ax.plot(usage["call"], usage["prompt_tokens"], marker="o", ms=3, lw=1.5, label="prompt tokens")
     ax.bar(usage["call"], usage["completion_tokens"], color="tab:orange", alpha=0.5, width=0.6,
            label="completion tokens")
-    if threshold_tokens:
-        ax.axhline(threshold_tokens, color="tab:red", ls="--", lw=1, label=f"compression threshold ({threshold_tokens:,})")
-    top = max(usage["prompt_tokens"].max(), threshold_tokens or 0) * 1.15
-    if context_length and context_length <= top * 1.5:
-        ax.axhline(context_length, color="black", ls=":", lw=1, label=f"context window ({context_length:,})")
-        top = max(top, context_length * 1.05)
-    elif context_length:
-        ax.plot([], [], " ", label=f"context window {context_length:,} (off scale)")
-    _mark_compressions(ax, lab, usage)
-    _mark_session_boundaries(ax, usage)
+    top = max(usage["prompt_tokens"].max(), threshold or 0) * 1.15
+    if threshold:
+        ax.axhline(threshold, color="tab:red", ls="--", lw=1, label=f"compression threshold ({threshold:,})")
+    if window and window <= top * 1.5:
+        ax.axhline(window, color="black", ls=":", lw=1, label=f"context window ({window:,})")
+        top = max(top, window * 1.05)
+    elif window:
+        ax.plot([], [], " ", label=f"context window {window:,} (off scale)")
+    _mark_compressions(ax, compressions, usage)
+    _mark_session_boundaries(ax, usage, top)
     ax.set_ylim(0, top)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     ax.set_xlabel("API call")
     ax.set_ylabel("tokens")
-    ax.set_title(title or f"Token usage per API call · {usage['session_id'].iloc[-1]}")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def _mark_compressions(ax, lab: "Lab", usage: pd.DataFrame) -> None:
-    first = True
-    for sid in usage["session_id"].unique():
-        compressions = lab.compressions(sid)
-        for _, row in compressions.iterrows():
-            later = usage[usage["created_at"] >= row["created_at"]]
-            x = later["call"].iloc[0] - 0.5 if not later.empty else usage["call"].iloc[-1] + 0.5
-            ax.scatter([x], [row["tokens_before"]], marker="v", color="tab:purple", zorder=5,
-                       label="compression" if first else None)
-            first = False
+def _compressions(source: UsageSource) -> pd.DataFrame:
+    frames = [frame for sid in source.lineage if not (frame := source.lab.compressions(sid)).empty]
+    return pd.concat(frames, ignore_index=True).sort_values("created_at") if frames else pd.DataFrame()
 
 
-def _mark_session_boundaries(ax, usage: pd.DataFrame) -> None:
-    changes = usage[usage["session_id"] != usage["session_id"].shift()]
-    for x in changes["call"].iloc[1:]:
-        ax.axvline(x - 0.5, color="grey", ls=":", lw=1)
+def _logged_threshold(compressions: pd.DataFrame) -> int | None:
+    """The threshold the latest logged compression worked with (its budgets are in ``details``)."""
+    for details in reversed(list(compressions.get("details", []))):
+        record = json.loads(details) if isinstance(details, str) else (details or {})
+        threshold = (record.get("budgets") or {}).get("threshold_tokens")
+        if threshold:
+            return int(threshold)
+    return None
 
+
+def _logged_window(source: UsageSource) -> int | None:
+    rows = source.lab.sql("SELECT context_length FROM sessions WHERE id = ?", [source.lineage[-1]])
+    value = rows["context_length"].iloc[0] if not rows.empty else None
+    return int(value) if value is not None and not pd.isna(value) else None
+
+
+def _mark_compressions(ax: Axes, compressions: pd.DataFrame, usage: pd.DataFrame) -> None:
+    """A triangle between the calls before and after each compression, at the prompt it compressed.
+
+    The height is the last prompt before it (the compressor's own count leaves out the
+    tool schemas, so it would sit below the line it belongs to).
+    """
+    for number, row in enumerate(compressions.itertuples(index=False)):
+        earlier, later = usage[usage["created_at"] < row.created_at], usage[usage["created_at"] >= row.created_at]
+        x = later["call"].iloc[0] - 0.5 if not later.empty else usage["call"].iloc[-1] + 0.5
+        y = earlier["prompt_tokens"].iloc[-1] if not earlier.empty else row.tokens_before
+        ax.scatter([x], [y], marker="v", s=60, color="tab:purple", zorder=5,
+                   label="compression" if number == 0 else None)
+
+
+def _mark_session_boundaries(ax: Axes, usage: pd.DataFrame, top: float) -> None:
+    """A dotted vertical where the calls move to a new session, labelled with its id's suffix."""
+    changes = usage[usage["session_id"] != usage["session_id"].shift()].iloc[1:]
+    for number, row in enumerate(changes.itertuples(index=False)):
+        ax.axvline(row.call - 0.5, color="grey", ls=":", lw=1, label="new session" if number == 0 else None)
+        ax.text(row.call - 0.4, top * 0.97, f"…{str(row.session_id)[-6:]}", fontsize=7, color="grey",
+                va="top", rotation=90)

@@ -18,7 +18,8 @@ from .context.summary import LLMSummariser
 from .context.types import Summariser
 from .core.config import Config, ConfigError
 from .core.events import EventBus
-from .providers import ProviderHandle, open_provider
+from .providers import OpenAICompatProvider, ProviderHandle, open_provider
+from .recovery import ProviderSlot
 from .session import Session
 from .store import StoreWriter, default_lab_path
 from .tools import builtin_registry
@@ -47,8 +48,9 @@ class Runtime:
         if self.config.compression.enabled:
             compactor = Compactor(self.config, make_summariser(self.config, self.provider_handle.provider),
                                   todos=self.todos)
+        self.fallbacks = fallback_slots(self.config)
         self.agent = Agent(self.provider_handle.provider, config=self.config, tools=self.tools, bus=self.bus,
-                           session=session, source=source, compactor=compactor)
+                           session=session, source=source, compactor=compactor, fallbacks=self.fallbacks)
 
     @property
     def lab_path(self) -> Path:
@@ -78,12 +80,22 @@ class Runtime:
                     self.writer.close()
             finally:
                 self.provider_handle.close()
+                for slot in self.fallbacks:
+                    slot.provider.close()
 
     def __enter__(self) -> "Runtime":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def fallback_slots(config: Config) -> list[ProviderSlot]:
+    """Clients for ``recovery.fallback_providers``, in order, for the agent's recovery chain."""
+    return [ProviderSlot(OpenAICompatProvider(entry["base_url"], entry["api_key"], entry["model"],
+                                              timeout=config.model.timeout, name=f"fallback-{index + 1}"),
+                         entry["model"])
+            for index, entry in enumerate(config.recovery.fallback_providers)]
 
 
 def make_summariser(config: Config, provider: Any) -> Summariser:

@@ -71,7 +71,7 @@ def test_malformed_tool_arguments_become_a_tool_error(tmp_path):
     agent, provider, events = make_agent(tmp_path, [
         {"content": "", "tool_calls": [tool_call("c1", "read_file", '{"path": "a.txt"')]},
         {"content": "sorry, retrying is not needed"},
-    ])
+    ], **{"recovery.max_argument_retries": 0})
     result = agent.chat("read a.txt")
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
     assert finished[0].is_error and "JSON" in finished[0].result

@@ -3,13 +3,14 @@
 import pytest
 
 from hermeslab.agent import Agent
-from hermeslab.compaction import Compactor, is_context_overflow, next_title
+from hermeslab.compaction import Compactor, next_title
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.types import is_summary_message
 from hermeslab.core.config import Config
 from hermeslab.core.events import CompressionEvent, EventBus, Notice, SessionEnded, SessionStarted
 from hermeslab.core.messages import validate_messages
 from hermeslab.providers.base import ProviderError
+from hermeslab.recovery import classify
 from hermeslab.runtime import Runtime
 from hermeslab.store import open as open_lab
 from hermeslab.tools import builtin_registry
@@ -102,10 +103,11 @@ def test_overflow_lowers_the_window_compresses_and_retries(tmp_path):
 
 
 def test_overflow_that_cannot_be_compressed_fails_the_turn_clearly(tmp_path):
-    agent, _, _, _ = chatty_agent(tmp_path, [
+    agent, _, _, provider = chatty_agent(tmp_path, [
         ProviderError("prompt is too long: 5000 tokens > 4096 maximum", status=400)])
-    result = agent.chat("hello")
+    result = agent.chat("Please read this: " + "widget bin count " * 1200)
     assert result.status == "failed" and "prompt is too long" in result.error
+    assert "cannot be compressed further" in result.error and len(provider.requests) == 1
 
 
 def test_manual_compress_new_and_branch(tmp_path):
@@ -171,7 +173,8 @@ def test_resume_follows_rotations_and_continues_the_log(tmp_path):
     (400, "Invalid value for 'temperature'", False),
 ])
 def test_context_overflow_detection(status, text, expected):
-    assert is_context_overflow(ProviderError(text, status=status)) is expected
+    fault = classify(ProviderError(text, status=status))
+    assert (fault.name in ("context_overflow", "payload_too_large")) is expected
 
 
 def test_titles_number_their_continuations():

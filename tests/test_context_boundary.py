@@ -136,7 +136,8 @@ def test_last_reply_anchor_hermes_keeps_it_at_any_cost_the_seed_caps_it():
     hermes = boundary(messages)
     assert hermes.end == 8 and "last_reply" in hermes.reasons  # the reply, its group and the whole run stay
     seed = boundary(messages, preset="seed")
-    assert seed.end == 35 and "last_reply_over_budget" in seed.reasons
+    # the soft walk stops inside a group that would take the tail past the budget: the group is summarised
+    assert seed.end == 37 and "last_reply_over_budget" in seed.reasons
 
 
 # ---------------------------------------------------------------- an existing summary
@@ -174,3 +175,77 @@ def test_scaffolding_and_summaries_are_not_real_user_messages():
     messages = [system(), user("the request"), assistant("ok"), todo, legacy_flag, summary, user("")]
     assert [is_real_user_message(m) for m in messages] == [False, True, False, False, False, False, False]
     assert last_real_user_index(messages) == 1
+
+
+# ---------------------------------------------------------------- a tail that fits the budget (seed)
+
+
+def seed_without(switch: str):
+    return apply_preset(Config(), "seed").with_overrides({f"compression.{switch}": False}).compression
+
+
+def boundary_with(messages, compression, count=0):
+    return choose_boundary(messages, budgets=BUDGETS, cfg=compression, compression_count=count,
+                           previous_summary_index=None, estimate=tokens)
+
+
+def test_seed_tail_floor_is_the_newest_group_not_eight_messages():
+    messages = chat(12, 100)  # every message alone is two thirds of the soft budget
+    hermes = boundary(messages)
+    assert hermes.end == len(messages) - 8 and "min_tail" in hermes.reasons
+    seed = boundary(messages, preset="seed")
+    assert seed.end == len(messages) - 1  # the last assistant reply; its user message would break the budget
+    assert "latest_user_over_budget" in seed.reasons
+
+
+def test_seed_summarises_a_group_that_would_break_the_budget_instead_of_keeping_it():
+    group = [t(assistant("", [call("c1", "x", {})]), 10), t(tool("c1", "huge"), 1000)]
+    after = [t(user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}"), 10) for i in range(8)]
+    messages = chat(4, 10) + group + after
+    hermes = boundary(messages)
+    assert messages[hermes.end] is group[0] and "tool_group" in hermes.reasons
+    seed = boundary(messages, preset="seed")
+    assert messages[seed.end] is after[0] and "tool_group_summarised" in seed.reasons
+
+
+def _latest_user_after_a_question(question_size: int) -> list[dict]:
+    history = [t(user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}"), 10) for i in range(6)]
+    return ([t(system(), 1000)] + history + [t(assistant("Which file?"), question_size), t(user("latest ask"), 10),
+            t(assistant("", [call("c1", "x", {})]), 10), t(tool("c1", "ok"), 10), t(assistant("done"), 10)])
+
+
+def test_seed_keeps_the_question_before_the_latest_user_message_so_the_summary_is_not_merged_into_it():
+    messages = _latest_user_after_a_question(10)  # everything fits the soft budget
+    user_at = last_real_user_index(messages)
+    plain = boundary_with(messages, seed_without("keep_latest_user"), count=1)
+    assert plain.end == user_at  # after a system-only head the summary would be merged into the request
+    seed = boundary_with(messages, cfg("seed"), count=1)
+    assert seed.end == user_at - 1 and "latest_user_not_merged" in seed.reasons
+
+
+def test_seed_summarises_the_latest_user_message_when_the_question_before_it_is_too_big():
+    messages = _latest_user_after_a_question(1000)
+    user_at = last_real_user_index(messages)
+    seed = boundary_with(messages, cfg("seed"), count=1)
+    assert seed.end == user_at + 1 and "latest_user_reinserted" in seed.reasons
+
+
+def test_the_pipeline_puts_a_summarised_latest_user_message_back_unmerged():
+    from hermeslab.context.pipeline import compress
+    from hermeslab.context.types import SummaryOutcome
+
+    class Fixed:
+        def summarise(self, request):
+            return SummaryOutcome(body="## Active Task\nearlier work")
+
+    filler = "word " * 3_000  # about 3,000 tokens: one message breaks a 16K window's soft tail budget
+    messages = [system(), user("fix the parser"), assistant(filler), user("now also the docs"),
+                assistant("", [call("c1", "terminal", {"command": "ls"})]), tool("c1", "docs/ src/"),
+                assistant("", [call("c2", "terminal", {"command": "cat docs/a.md"})]), tool("c2", filler),
+                assistant("", [call("c3", "terminal", {"command": "ls docs"})]), tool("c3", "a.md")]
+    seed = cfg("seed")
+    result = compress(messages, cfg=seed, budgets=derive_budgets(seed, 16_000),
+                      state=CompressionState(compression_count=1, previous_summary="earlier"), summariser=Fixed())
+    assert result.summary_text is not None
+    kept = [m for m in result.messages if m.get("role") == "user" and is_real_user_message(m)]
+    assert [m["content"] for m in kept] == ["now also the docs"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 import pytest
+from shared_data import DATASETS, dataset
 
 from hermeslab.context.entities import extract_entities
 from hermeslab.context.extractive import ExtractiveSummariser, strip_think, user_asks
@@ -15,7 +15,7 @@ from hermeslab.context.template import HEADINGS, parse_sections
 from hermeslab.context.types import SUMMARY_PREFIX, SummaryRequest
 from hermeslab.core.tokens import count_text
 
-TAU_BENCH = Path("/work/shared/datasets/tau_bench_airline_gpt4o.jsonl")
+TAU_BENCH = DATASETS / "tau_bench_airline_gpt4o.jsonl"
 
 NEWEST_ASK = "Now rename order_4711 in /srv/shop/orders.csv to ORD-4711-B\nand keep the backup under ./backups/ please."
 
@@ -114,6 +114,17 @@ def test_focus_is_kept_next_to_the_active_task():
     assert "Focus: Original task: fix the nightly export" in sections["Active Task"]
 
 
+def test_a_carried_active_task_gets_the_focus_once_however_often_it_is_carried():
+    focus = "Original task: fix the nightly export"
+    body = summarise(span(), focus=focus).body
+    for round_ in range(3):
+        tools_only = [{"role": "assistant", "content": "", "tool_calls": [call(f"r{round_}", "terminal", command="ls")]},
+                      {"role": "tool", "tool_call_id": f"r{round_}", "content": "a.txt"}]
+        body = summarise(tools_only, previous=body, focus=focus).body
+    active = parse_sections(body)["Active Task"]
+    assert active.startswith(NEWEST_ASK) and active.count("Focus: ") == 1
+
+
 def test_budget_is_respected_by_dropping_whole_lines():
     messages = span()
     for i in range(40):
@@ -174,9 +185,8 @@ def test_bad_requests_are_rejected_with_a_clear_message():
         summarise(span(), budget=40)
 
 
-@pytest.mark.skipif(not TAU_BENCH.exists(), reason="shared dataset not available")
 def test_recorded_sessions_fit_their_budget_and_keep_their_ids():
-    with TAU_BENCH.open(encoding="utf-8") as handle:
+    with dataset(TAU_BENCH.name).open(encoding="utf-8") as handle:
         sessions = [json.loads(next(handle)) for _ in range(8)]
     for session in sessions:
         messages = session["messages"][1:]

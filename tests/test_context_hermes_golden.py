@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
+from shared_data import dataset
 
-from hermeslab.core.config import Config
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState, plan_compression
 from hermeslab.context.presets import apply_preset
+from hermeslab.core.config import Config
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 FILES = ("tau_bench_airline_gpt4o.jsonl", "mini_swe_agent_gemini3pro_swebv.jsonl")
 
 # session id, window, compression_count, start, end, pruned indices
@@ -66,14 +65,13 @@ HERMES_DECISIONS = [
 def sessions() -> dict[str, list[dict]]:
     found = {}
     for name in FILES:
-        with open(DATASETS / name, encoding="utf-8") as handle:
+        with open(dataset(name), encoding="utf-8") as handle:
             for line in handle:
                 session = json.loads(line)
                 found[session["id"]] = session["messages"]
     return found
 
 
-@pytest.mark.skipif(not all((DATASETS / name).exists() for name in FILES), reason="shared datasets not found")
 @pytest.mark.parametrize("session_id, window, count, start, end, pruned", HERMES_DECISIONS)
 def test_plan_matches_hermes(session_id, window, count, start, end, pruned):
     cfg = apply_preset(Config(), "hermes-0.19").compression

@@ -114,6 +114,18 @@ def test_one_line_descriptions_per_tool(name, args, result, expected):
     assert one_line_description(name, args, result) == expected
 
 
+@pytest.mark.parametrize("result, code", [
+    ("<returncode>2</returncode>\n<output>\n" + "x" * 5000 + '"exit_code": 0', "2"),
+    ('{"exit_code": 0, "output": "<returncode>5</returncode>"}', "0"),
+    ('"exit_code": oops, later "exit_code": 3', "3"),
+    ("<returncode> -1 </returncode>", "-1"),
+    ("no status here", None),
+])
+def test_the_first_stated_exit_code_is_reported(result, code):
+    line = one_line_description("terminal", {"command": "make"}, result)
+    assert (f"exit {code}," in line) if code is not None else ("exit" not in line)
+
+
 @settings(max_examples=300, deadline=None)
 @given(name=st.one_of(st.text(max_size=30), st.none(), st.integers()),
        args=st.one_of(st.dictionaries(st.text(max_size=10), st.recursive(st.none() | st.integers() | st.text(max_size=50),

@@ -130,3 +130,9 @@ def test_redaction_never_raises_and_is_idempotent_on_arbitrary_text(text):
     once = redact(text)
     assert isinstance(once, str)
     assert redact(once) == once
+
+
+def test_a_key_right_after_an_escaped_newline_is_masked():
+    key = "sk-proj-" + "Zq8r3LmN5vT1xW7yB2cD4eF6gH9jK0pA"
+    assert redact(f'{{"log": "started\\n{key}\\tdone"}}') == '{"log": "started\\n[REDACTED:openai_key]\\tdone"}'
+    assert redact(f"mask_{key}") == f"mask_{key}"  # glued to a name: an identifier, not a key

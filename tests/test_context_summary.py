@@ -110,6 +110,15 @@ def test_parse_ignores_headings_inside_code_fences_and_reads_hermes_names():
     assert parse_sections(body) == {"Active Task": "fix it\n```\n## Goal\n```\n### notes\nmore", "Goal": "real goal"}
 
 
+def test_a_fence_left_open_by_a_clipped_quote_does_not_hide_later_sections():
+    clipped = "## Active Task\nFocus: run\n```sh\nmake te\u2026\n\n"
+    block = "## Blocked\n```\n## Goal\n```\n"
+    assert parse_sections(clipped + "## Goal\nship it\n" + block) == {
+        "Active Task": "Focus: run\n```sh\nmake te\u2026", "Goal": "ship it", "Blocked": "```\n## Goal\n```"}
+    assert parse_sections("## Goal\nship it\n" + block + "## Remaining Work\n```py\nrun(") == {
+        "Goal": "ship it", "Blocked": "```\n## Goal\n```", "Remaining Work": "```py\nrun("}
+
+
 def test_replace_section_edits_in_place_or_prepends():
     body = model_summary()
     replaced = replace_section(body, "Active Task", "quoted ask")

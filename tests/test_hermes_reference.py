@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from shared_data import DATASETS, dataset
 
 from hermeslab.eval.hermes_reference import (
     WORKER_SCRIPT,
@@ -27,7 +28,7 @@ from hermeslab.eval.hermes_reference import (
 
 pytestmark = pytest.mark.slow
 
-TAU2 = Path("/work/shared/datasets/tau2_bench_gpt41.jsonl")
+TAU2 = DATASETS / "tau2_bench_gpt41.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -211,12 +212,11 @@ def test_time_compress_returns_one_timing_per_repeat(reference):
 
 
 def tau2_sessions(count: int) -> list[dict]:
-    with TAU2.open(encoding="utf-8") as handle:
+    with dataset(TAU2.name).open(encoding="utf-8") as handle:
         sessions = [json.loads(line) for line in handle]
     return sorted(sessions, key=lambda s: len(s["messages"]), reverse=True)[:count]
 
 
-@pytest.mark.skipif(not TAU2.exists(), reason="the tau2 recordings are not present")
 def test_replay_of_three_tau2_sessions_has_consistent_totals(reference):
     sessions = tau2_sessions(3)
     results = reference.replay_many(sessions, context_length=16_000)

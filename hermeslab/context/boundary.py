@@ -3,7 +3,7 @@
 The head (system prompt and, on the first compression, the opening turns) and
 a tail sized by tokens stay verbatim; everything between is summarised. The
 tail walk, its floors and the two anchors reproduce Hermes 0.19.0 exactly under
-the ``hermes-0.19`` preset; three switches fix its known faults in the seed:
+the ``hermes-0.19`` preset; four switches fix its known faults in the seed:
 
 * ``summary_aware_head`` — an existing handoff summary is found *before* the
   head is sized, so a resumed conversation drops head protection, and the
@@ -15,6 +15,20 @@ the ``hermes-0.19`` preset; three switches fix its known faults in the seed:
 * ``cap_reply_anchor`` — the last assistant reply is pulled into the tail only
   when the resulting tail fits the soft budget; Hermes pulls it in at any cost,
   which keeps a long tool-only run verbatim and defeats the compression.
+* ``fit_tail_to_budget`` — the tail's floor is the newest assistant/tool group
+  instead of up to eight messages; a cut inside an older tool group moves past
+  the group rather than before it when keeping the group would break the soft
+  budget; and the latest user message pulls the cut back only while the tail
+  still fits that budget (otherwise the pipeline re-inserts it after the
+  summary). Hermes's floor and anchors can keep more than a small window
+  holds, so its compressions leave the prompt too large.
+
+Under ``keep_latest_user`` the tail also never *starts* with the latest real
+user message when the assembly would have to merge the summary into it: a
+merged message counts as a summary, so the next compression would fold the
+request into its summary. The cut moves back by one group instead, or, when
+that group does not fit the budget, past the request (which the pipeline
+then re-inserts, unmerged, after the summary).
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ from typing import Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
 
+from .assemble import choose_summary_role
 from .budget import Budgets
 from .turns import align_backward, align_forward, last_assistant_reply_index, last_real_user_index, turn_end
 
@@ -65,6 +80,18 @@ def min_tail_messages(total: int, head_end: int, cfg: CompressionConfig) -> int:
     return min(floor, max(3, available - 2), available)
 
 
+def newest_group_tail(messages: Sequence[dict], head_end: int) -> int:
+    """Messages from the newest assistant message after the head to the end (its results and anything later).
+
+    With no assistant message after the head, the last message alone.
+    """
+    total = len(messages)
+    for index in range(total - 1, head_end - 1, -1):
+        if messages[index].get("role") == "assistant":
+            return total - index
+    return min(1, total - head_end)
+
+
 def _walk_back(messages: Sequence[dict], head_end: int, limit: int, min_tail: int,
                estimate: Callable[[dict], int]) -> int:
     """Cut before the newest message that would take the tail past ``limit`` (once ``min_tail`` is met)."""
@@ -93,7 +120,10 @@ def _fill_budget(messages: Sequence[dict], head_end: int, limit: int, estimate: 
 def _tail_by_tokens(messages: Sequence[dict], head_end: int, budgets: Budgets, cfg: CompressionConfig,
                     estimate: Callable[[dict], int], reasons: list[str]) -> int:
     total = len(messages)
-    min_tail = min_tail_messages(total, head_end, cfg)
+    if cfg.fit_tail_to_budget:
+        min_tail = min(newest_group_tail(messages, head_end), max(0, total - head_end - 1))
+    else:
+        min_tail = min_tail_messages(total, head_end, cfg)
     cut = _walk_back(messages, head_end, budgets.soft_tail_tokens, min_tail, estimate)
     if cut <= head_end:
         # Everything fits the soft budget: keep just over the plain budget so something is left to summarise.
@@ -106,6 +136,12 @@ def _tail_by_tokens(messages: Sequence[dict], head_end: int, budgets: Budgets, c
         reasons.append("whole_fits_budget")
         cut = max(total - min_tail, head_end + 1)
     aligned = align_backward(messages, cut)
+    if aligned != cut and cfg.fit_tail_to_budget and _tokens(messages[aligned:], estimate) > budgets.soft_tail_tokens:
+        # Keeping the whole group would break the budget: summarise all of it instead.
+        forward = align_forward(messages, cut)
+        if forward <= total - min_tail:
+            reasons.append("tool_group_summarised")
+            return forward
     if aligned != cut:
         reasons.append("tool_group")
     return aligned
@@ -124,13 +160,16 @@ def choose_boundary(messages: Sequence[dict], *, budgets: Budgets, cfg: Compress
     total = len(messages)
     if total <= head_size + MIN_MESSAGES_BEYOND_HEAD:
         return Boundary(head_size, head_size, head_size, ("too_small",))
+    estimate = _remembered(estimate)
     reasons: list[str] = ["iterative_head" if iterative else "first_head"]
     head_end = align_forward(messages, head_size)
     cut = _tail_by_tokens(messages, head_end, budgets, cfg, estimate, reasons)
 
     user = last_real_user_index(messages, head_end)
     if user is not None and user < cut:
-        if user > head_end:
+        if user > head_end and cfg.fit_tail_to_budget and _tokens(messages[user:], estimate) > budgets.soft_tail_tokens:
+            reasons.append("latest_user_over_budget")
+        elif user > head_end:
             reasons.append("latest_user")
             cut = user
         elif cfg.keep_latest_user:
@@ -144,7 +183,7 @@ def choose_boundary(messages: Sequence[dict], *, budgets: Budgets, cfg: Compress
     reply = last_assistant_reply_index(messages, head_end)
     if reply is not None and reply < cut:
         moved = max(align_backward(messages, reply), head_end + 1)
-        if cfg.cap_reply_anchor and sum(estimate(m) for m in messages[moved:]) > budgets.soft_tail_tokens:
+        if cfg.cap_reply_anchor and _tokens(messages[moved:], estimate) > budgets.soft_tail_tokens:
             reasons.append("last_reply_over_budget")
         else:
             reasons.append("last_reply")
@@ -155,4 +194,49 @@ def choose_boundary(messages: Sequence[dict], *, budgets: Budgets, cfg: Compress
         # The old summary must be folded into the new one, never kept beside it.
         reasons.append("fold_previous_summary")
         end = align_forward(messages, previous_summary_index + 1)
+    if (cfg.keep_latest_user and end < total and end == last_real_user_index(messages, head_end)
+            and choose_summary_role(messages[:head_end], messages[end:])[0] is None):
+        end = _unmerged_end(messages, end, head_end, previous_summary_index, budgets, cfg, estimate, reasons)
     return Boundary(head_end, end, head_size, tuple(reasons))
+
+
+def _unmerged_end(messages: Sequence[dict], end: int, head_end: int, previous_summary_index: int | None,
+                  budgets: Budgets, cfg: CompressionConfig, estimate: Callable[[dict], int],
+                  reasons: list[str]) -> int:
+    """A tail start other than the latest user message, which the summary would otherwise be merged into.
+
+    Preferably one group earlier; when that group breaks the budget, just past
+    the user's message, which the pipeline then re-inserts after the summary.
+    """
+    earlier = align_backward(messages, end) if messages[end - 1].get("role") == "tool" else end - 1
+    floor = head_end if previous_summary_index is None else max(head_end, previous_summary_index)
+    later = align_forward(messages, end + 1)
+    fits = not cfg.fit_tail_to_budget or _tokens(messages[earlier:], estimate) <= budgets.soft_tail_tokens
+    if earlier > floor and (fits or later >= len(messages)):
+        reasons.append("latest_user_not_merged")
+        return earlier
+    if later < len(messages):
+        reasons.append("latest_user_reinserted")
+        return later
+    return end
+
+
+def _tokens(messages: Sequence[dict], estimate: Callable[[dict], int]) -> int:
+    return sum(estimate(m) for m in messages)
+
+
+def _remembered(estimate: Callable[[dict], int]) -> Callable[[dict], int]:
+    """``estimate`` answering each message once: the walks and anchors size the same messages again.
+
+    Keyed by identity, which is stable because the list being cut holds every
+    message for as long as the boundary is being chosen.
+    """
+    sizes: dict[int, int] = {}
+
+    def sized(message: dict) -> int:
+        key = id(message)
+        if key not in sizes:
+            sizes[key] = estimate(message)
+        return sizes[key]
+
+    return sized

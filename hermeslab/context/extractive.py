@@ -401,15 +401,19 @@ def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_su
     return file_lines, entity_lines
 
 
+_FOCUS_SEPARATOR = "\n\nFocus: "
+
+
 def _active_task(facts: _SpanFacts, previous: dict[str, str], focus: str | None) -> str:
     if facts.asks:
         task = clip(facts.asks[-1][1].strip(), ACTIVE_TASK_MAX_CHARS)
     elif previous.get("Active Task", EMPTY_SECTION) != EMPTY_SECTION:
-        task = previous["Active Task"]
+        # The carried task drops its old focus paragraph, or each compression would add one more.
+        task = previous["Active Task"].split(_FOCUS_SEPARATOR, 1)[0]
     else:
         task = "No new user request in this part of the conversation."
     if focus and focus.strip():
-        task += f"\n\nFocus: {clip(redact(focus.strip()), ACTIVE_TASK_MAX_CHARS)}"
+        task += f"{_FOCUS_SEPARATOR}{clip(redact(focus.strip()), ACTIVE_TASK_MAX_CHARS)}"
     return task
 
 

@@ -15,6 +15,11 @@ summary and the assembly, and guarantees:
   summary still lacks it, prepended as an ``Original task:`` line;
 * a result that is not smaller than its input is refused; the pruned copy (or
   the input) is returned instead, so no preset ever grows the context.
+
+With ``compression.anchors`` on, the summary also ends with the pinned anchor
+list (``anchors.py``): the facts of every span condensed so far, re-rendered
+from ``CompressionState.anchors`` at each compression rather than handed to the
+summariser, so a summariser that drops them cannot lose them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import text_of, validate_messages
+from hermeslab.core.tokens import count_text, rough_tokens
 
+from .anchors import anchor_budget, collect_anchors, parse_anchor_block, render_anchor_block, split_anchor_block
 from .assemble import assemble, split_summary
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import Budgets, summary_budget
@@ -53,6 +60,7 @@ class CompressionState:
     ineffective_streak: int = 0
     #: Automatic compression is off until a manual reset.
     auto_disabled: bool = False
+    #: The pinned anchor list, least recent first (only with ``compression.anchors``).
     anchors: list[str] = field(default_factory=list)
     #: The first real user message of the conversation.
     original_task: str | None = None
@@ -80,7 +88,8 @@ class CompressionPlan:
 class CompressionResult:
     messages: list[dict]
     plan: CompressionPlan
-    #: The summary body as inserted (without prefix and end marker); None when no summary was inserted.
+    #: The summary body as inserted (without prefix and end marker, with the anchor block if any);
+    #: None when no summary was inserted.
     summary_text: str | None
     fallback_used: bool
     summary_error: str | None
@@ -103,6 +112,19 @@ def _newest_summary(messages: Sequence[dict], lower: int, upper: int) -> int | N
 
 def _first_index(messages: Sequence[dict]) -> int:
     return 1 if messages and messages[0].get("role") == "system" else 0
+
+
+def _span_of(messages: Sequence[dict], boundary: Boundary, summary_at: int | None) -> list[dict]:
+    """The messages a summary replaces: the boundary's middle, minus an older summary folded into it."""
+    if summary_at is None:
+        return list(messages[boundary.start:boundary.end])
+    span = list(messages[max(boundary.start, summary_at + 1):boundary.end])
+    rest = split_summary(messages[summary_at])[1]
+    if rest is not None and summary_at >= boundary.start:
+        # A summary merged into a message: that message's own content is still history.
+        own = {k: v for k, v in messages[summary_at].items() if k != "_compressed_summary"}
+        span = [{**own, "content": rest}] + span
+    return span
 
 
 def plan_compression(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets,
@@ -140,15 +162,12 @@ def plan_compression(messages: list[dict], *, cfg: CompressionConfig, budgets: B
 
     summary_at = _newest_summary(pruned, _first_index(pruned), boundary.end)
     previous = None
-    span = pruned[boundary.start:boundary.end]
     if summary_at is not None:
-        body, rest = split_summary(pruned[summary_at])
+        body = split_summary(pruned[summary_at])[0]
+        if cfg.anchors:  # the block is re-rendered by the pipeline, not re-summarised
+            body = split_anchor_block(body)[0]
         previous = state.previous_summary or body
-        span = pruned[max(boundary.start, summary_at + 1):boundary.end]
-        if rest is not None and summary_at >= boundary.start:
-            # A summary merged into a message: that message's own content is still history.
-            own = {k: v for k, v in pruned[summary_at].items() if k != "_compressed_summary"}
-            span = [{**own, "content": rest}] + span
+    span = _span_of(pruned, boundary, summary_at)
     record.update(previous_summary_index=summary_at, span_messages=len(span))
     return CompressionPlan(prune_at, pruned, decisions, boundary, previous, span, summary_at, record)
 
@@ -195,6 +214,28 @@ def _result(messages: list[dict], plan: CompressionPlan, *, cfg: CompressionConf
         tokens_before=before, tokens_after=after, effective=effective, aborted=outcome == "aborted",
         record=record, condensed=condensed,
     )
+
+
+def _pinned_anchors(messages: list[dict], plan: CompressionPlan, *, cfg: CompressionConfig, budgets: Budgets,
+                    state: CompressionState) -> tuple[list[str], dict]:
+    """The anchor list after this compression, and its record.
+
+    Facts are read from the messages as the conversation showed them, not from
+    the pruned copies, so a result that pruning cut to one line still gives its
+    ids. Earlier anchors come from the state; a conversation resumed from a log
+    has none there, and they are read back from the summary being folded in.
+    """
+    previous, source = list(state.anchors), "state"
+    if not previous and plan.summary_index is not None:
+        previous, source = parse_anchor_block(split_summary(messages[plan.summary_index])[0]), "summary"
+    budget = anchor_budget(max(cfg.summary_min_tokens, budgets.max_summary_tokens))
+    anchors = collect_anchors(_span_of(messages, plan.boundary, plan.summary_index), previous, budget_tokens=budget,
+                              count=rough_tokens if cfg.estimator == "rough" else count_text)
+    kept = set(anchors)
+    record = {"budget_tokens": budget, "previous": len(previous), "previous_from": source if previous else None,
+              "kept": len(anchors), "added": len(kept.difference(previous)),
+              "evicted": sum(1 for anchor in previous if anchor not in kept)}
+    return anchors, record
 
 
 def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, state: CompressionState,
@@ -246,7 +287,13 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
             body = f"{ORIGINAL_TASK_LABEL} {_task_quote(task)}\n\n{body}"
     record["original_task"] = task_record
 
-    assembled, record["assembly"] = assemble(head, body, tail, cfg=cfg)
+    inserted = body
+    if cfg.anchors:
+        anchors, record["anchors"] = _pinned_anchors(messages, plan, cfg=cfg, budgets=budgets, state=state)
+        if anchors:
+            inserted = f"{body}\n\n{render_anchor_block(anchors)}"
+
+    assembled, record["assembly"] = assemble(head, inserted, tail, cfg=cfg)
     latest_index = last_real_user_index(messages)
     reinserted = False
     if latest_index is not None and not _user_content_present(assembled, messages[latest_index]):
@@ -263,7 +310,9 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
 
     state.compression_count += 1
     state.previous_summary = body
+    if cfg.anchors:
+        state.anchors = anchors
     if cfg.keep_original_task and task:
         state.original_task = task
     return _result(assembled, plan, cfg=cfg, outcome="compressed", before=before, after=after, record=record,
-                   summary=outcome, body=body, condensed=len(plan.span))
+                   summary=outcome, body=inserted, condensed=len(plan.span))

@@ -20,7 +20,6 @@ the newer copy stays in the context.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -85,12 +84,34 @@ def _line_count(text: str) -> int:
     return text.count("\n") + 1 if text else 0
 
 
-_EXIT_CODE = re.compile(r'"exit_code"\s*:\s*(-?\d+)|<returncode>\s*(-?\d+)\s*</returncode>')
+#: (literal start, pattern) of each way an output states its exit code.
+_EXIT_CODES = (
+    ('"exit_code"', re.compile(r'"exit_code"\s*:\s*(-?\d+)')),
+    ("<returncode>", re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")),
+)
+
+
+def _exit_code(result: str) -> str | None:
+    """The first exit code an output states.
+
+    Each form is located with ``str.find`` before the pattern is tried there:
+    outputs run to thousands of characters, and a plain regex search over
+    them dominated the whole prune phase.
+    """
+    found: tuple[int, str] | None = None
+    for literal, pattern in _EXIT_CODES:
+        at = result.find(literal)
+        while at >= 0 and (found is None or at < found[0]):
+            match = pattern.match(result, at)
+            if match:
+                found = (at, match.group(1))
+                break
+            at = result.find(literal, at + 1)
+    return found[1] if found else None
 
 
 def _describe_command(name: str, args: dict, result: str) -> str:
-    match = _EXIT_CODE.search(result)
-    code = next((g for g in match.groups() if g is not None), None) if match else None
+    code = _exit_code(result)
     status = f"exit {code}, " if code is not None else ""
     return f"[{name}] ran {_single_line(args.get('command', ''), 80)} -> {status}{_line_count(result)} lines"
 
@@ -219,18 +240,25 @@ def _is_marker(text: str) -> bool:
     return text.startswith((DUPLICATE_MARKER, IMAGE_PLACEHOLDER))
 
 
-def _call_index(messages: Sequence[dict]) -> dict[str, tuple[str, dict]]:
-    """tool_call_id -> (tool name, parsed arguments) for every call in the list."""
-    calls: dict[str, tuple[str, dict]] = {}
+def _call_index(messages: Sequence[dict]) -> dict[str, tuple[str, Any]]:
+    """tool_call_id -> (tool name, raw arguments) for every call in the list.
+
+    Arguments are parsed only for the results that get described (``_arguments``):
+    parsing every call would read whole files passed to write_file for nothing.
+    """
+    calls: dict[str, tuple[str, Any]] = {}
     for message in messages:
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
-            try:
-                args = parse_tool_arguments(function.get("arguments"))
-            except ValueError:
-                args = {}
-            calls[call.get("id", "")] = (function.get("name", ""), args)
+            calls[call.get("id", "")] = (function.get("name", ""), function.get("arguments"))
     return calls
+
+
+def _arguments(raw: Any) -> dict:
+    try:
+        return parse_tool_arguments(raw)
+    except ValueError:
+        return {}
 
 
 def _shrink_leaves(value: Any, limit: int) -> tuple[Any, int]:
@@ -252,7 +280,7 @@ def _back_reference(later: dict, calls: dict, cfg: CompressionConfig) -> str:
     if not cfg.name_duplicate_source:
         return f"{DUPLICATE_MARKER} identical to the result of a later call"
     call_id = str(later.get("tool_call_id", ""))[:40]
-    name = calls.get(later.get("tool_call_id", ""), ("tool", {}))[0] or "tool"
+    name = calls.get(later.get("tool_call_id", ""), ("tool", None))[0] or "tool"
     return f"{DUPLICATE_MARKER} identical to the later result of {name} call {call_id}"
 
 
@@ -264,14 +292,14 @@ def _dedupe(out: list[dict], calls: dict, floor: int, cfg: CompressionConfig) ->
         content = message.get("content")
         if message.get("role") != "tool" or not isinstance(content, str) or len(content) < cfg.prune_min_chars:
             continue
-        key = hashlib.md5(content.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        if key not in newest:
-            newest[key] = index
+        # Keyed by the text itself (Hermes keys by an MD5 prefix: same decisions, without encoding every output).
+        if content not in newest:
+            newest[content] = index
             continue
         if index < floor:
             continue
-        out[index] = {**message, "content": _back_reference(out[newest[key]], calls, cfg)}
-        decisions.append(PruneDecision(index, "dedupe", f"{len(content):,} chars, same as message {newest[key]}"))
+        out[index] = {**message, "content": _back_reference(out[newest[content]], calls, cfg)}
+        decisions.append(PruneDecision(index, "dedupe", f"{len(content):,} chars, same as message {newest[content]}"))
     return decisions
 
 
@@ -289,8 +317,8 @@ def _describe_old_results(out: list[dict], calls: dict, floor: int, boundary: in
             out[index] = {**message, "content": parts}
             decisions.append(PruneDecision(index, "image_placeholder", f"{images} image part(s)"))
         elif isinstance(content, str) and len(content) > cfg.prune_min_chars and not _is_marker(content):
-            name, args = calls.get(message.get("tool_call_id", ""), (message.get("name", ""), {}))
-            line = one_line_description(name, args, content)
+            name, raw = calls.get(message.get("tool_call_id", ""), (message.get("name", ""), None))
+            line = one_line_description(name, _arguments(raw), content)
             out[index] = {**message, "content": line}
             decisions.append(PruneDecision(index, "one_line", f"{len(content):,} chars -> {line}"))
     return decisions

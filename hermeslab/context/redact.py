@@ -119,9 +119,15 @@ def _unquote(value: str) -> str:
     return value[1:-1] if _is_quoted(value) else value
 
 
+#: Escape sequences that end a line or field inside serialised text, not a word.
+_ESCAPES = frozenset({"\\n", "\\t", "\\r"})
+
+
 def _at_token_start(text: str, pos: int) -> bool:
     """Nothing token-like right before ``pos``; a mask counts as token text, since it replaced some."""
     if pos == 0:
+        return True
+    if text[max(0, pos - 2):pos] in _ESCAPES:  # escaped JSON text: "...\nsk-..." starts a token too
         return True
     before = text[pos - 1]
     return before not in _ID_CHARS and not (before == "]" and _PLACEHOLDER_END.search(text, max(0, pos - 64), pos))

@@ -72,12 +72,27 @@ def render_empty_template() -> str:
 
 
 def _scan(body: str) -> list[tuple[str, int, int]]:
-    """(heading, start of heading line, start of content) for each known heading outside code fences."""
+    """(heading, start of heading line, start of content) for each known heading outside code fences.
+
+    A fence that is never closed (a quote clipped inside a code block) must not
+    hide every section after it. With an odd number of fence lines, either the
+    first or the last one is taken as plain text, whichever leaves more
+    distinct sections visible.
+    """
+    lines = body.splitlines(keepends=True)
+    fences = [i for i, line in enumerate(lines) if _FENCE.match(line)]
+    if len(fences) % 2 == 0:
+        return _headings(lines, set(fences))
+    readings = (_headings(lines, set(fences[1:])), _headings(lines, set(fences[:-1])))
+    return max(readings, key=lambda found: len({heading for heading, _, _ in found}))
+
+
+def _headings(lines: list[str], fences: set[int]) -> list[tuple[str, int, int]]:
     found: list[tuple[str, int, int]] = []
     in_fence = False
     offset = 0
-    for line in body.splitlines(keepends=True):
-        if _FENCE.match(line):
+    for number, line in enumerate(lines):
+        if number in fences:
             in_fence = not in_fence
         elif not in_fence:
             match = _HEADING_LINE.match(line.rstrip("\r\n"))

@@ -111,6 +111,11 @@ class CompressionConfig:
     #: Keep the last assistant reply in the tail only when that fits the soft tail budget
     #: (Hermes fault: an old reply pulls a whole tool-only run into the tail).
     cap_reply_anchor: bool = True
+    #: The tail's message-count floor and the latest-user anchor give way to the soft token
+    #: budget; only the newest assistant/tool group is kept whatever it costs, and a latest
+    #: user message left out is re-inserted after the summary (Hermes fault: an 8-message
+    #: floor or an old user message can hold more than a small window).
+    fit_tail_to_budget: bool = True
     #: When the latest real user message sits right after the head, keep it in the head
     #: rather than summarising it with its turn (Hermes drops it from the verbatim context).
     keep_latest_user: bool = True
@@ -181,6 +186,60 @@ class MemoryConfig:
 
 
 @dataclass
+class RecoveryConfig:
+    """How a failed or unusable model call is recovered (see ``hermeslab.recovery``).
+
+    Retries per call come from ``agent.api_max_retries``; overflow compressions
+    per turn from ``compression.max_overflow_attempts``.
+    """
+
+    #: Models tried in order when the primary cannot answer, each ``{model, base_url, api_key}``.
+    fallback_providers: list[dict[str, Any]] = field(default_factory=list)
+    #: Jittered exponential backoff: ``min(base * 2**(n-1), cap)`` plus up to half of that again.
+    backoff_base: float = 2.0
+    backoff_cap: float = 60.0
+    #: Longest ``Retry-After`` honoured, in seconds.
+    retry_after_cap: float = 600.0
+    #: Failed attempts at an overloaded, timing-out or rate-limited provider before a fallback takes over.
+    fallback_after: int = 2
+    #: Continuation requests for a reply cut by the output limit (``finish_reason == "length"``).
+    max_continuations: int = 3
+    #: Re-requests of a reply whose tool-call arguments are not valid JSON.
+    max_argument_retries: int = 2
+    #: Empty replies: plain retries, and thinking-only replies continued as a prefill.
+    max_empty_retries: int = 3
+    max_prefills: int = 2
+
+    def __post_init__(self) -> None:
+        if self.fallback_providers is None:
+            self.fallback_providers = []
+        if not isinstance(self.fallback_providers, list):
+            raise ConfigError("recovery.fallback_providers: expected a list of {model, base_url, api_key} entries")
+        self.fallback_providers = [self._fallback_entry(entry, i) for i, entry in enumerate(self.fallback_providers)]
+        for name in ("backoff_base", "backoff_cap", "retry_after_cap", "fallback_after", "max_continuations",
+                     "max_argument_retries", "max_empty_retries", "max_prefills"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"recovery.{name}: must be zero or positive, got {getattr(self, name)}")
+
+    @staticmethod
+    def _fallback_entry(entry: Any, index: int) -> dict[str, Any]:
+        where = f"recovery.fallback_providers[{index}]"
+        keys = ("model", "base_url", "api_key")
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with model, base_url and api_key, "
+                              f"got {type(entry).__name__}")
+        unknown = sorted(set(entry) - set(keys))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected model, base_url, api_key)")
+        if not isinstance(entry.get("model"), str) or not entry["model"]:
+            raise ConfigError(f"{where}.model: a model name is required")
+        for key in ("base_url", "api_key"):
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                raise ConfigError(f"{where}.{key}: expected text, got {entry[key]!r}")
+        return {key: entry.get(key) for key in keys}
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
@@ -188,6 +247,7 @@ class Config:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
 
     # ------------------------------------------------------------ loading
 
@@ -227,6 +287,8 @@ class Config:
         """A short stable hash of the settings that change behaviour (secrets excluded)."""
         data = self.to_dict()
         data["model"].pop("api_key", None)
+        for entry in data["recovery"]["fallback_providers"]:
+            entry.pop("api_key", None)
         data["store"] = {}
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]

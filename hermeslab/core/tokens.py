@@ -10,9 +10,9 @@ provider's reported prompt tokens.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
 from .messages import Message
@@ -102,26 +102,30 @@ def _count_message_uncached(message: Message) -> int:
 
 
 class TokenCounter:
-    """tiktoken counts with a bounded per-message cache (thread-safe)."""
+    """tiktoken counts with a bounded per-message cache (thread-safe).
+
+    A hit is one dict lookup and no lock (a single ``dict.get`` is atomic), since
+    the compression pipeline re-measures the same messages in every phase; when
+    the cache is full the oldest tenth is dropped.
+    """
 
     def __init__(self, max_entries: int = 200_000):
-        self._cache: OrderedDict[tuple, int] = OrderedDict()
+        self._cache: dict[tuple, int] = {}
         self._max_entries = max_entries
         self._lock = threading.Lock()
         self._tool_cache: dict[str, int] = {}
 
     def count_message(self, message: Message) -> int:
         key = message_key(message)
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         tokens = _count_message_uncached(message)
         with self._lock:
+            if len(self._cache) >= self._max_entries:
+                for old in list(itertools.islice(self._cache, max(1, self._max_entries // 10))):
+                    del self._cache[old]
             self._cache[key] = tokens
-            if len(self._cache) > self._max_entries:
-                self._cache.popitem(last=False)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:

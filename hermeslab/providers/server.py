@@ -17,6 +17,8 @@ import itertools
 import json
 import logging
 import math
+import socket
+import struct
 import sys
 import threading
 import time
@@ -55,13 +57,23 @@ class Reply:
 
     ``chunks`` are the objects sent as ``data:`` events, followed by ``data: [DONE]``.
     If the chunk iterator raises, the response is abandoned without its end,
-    which is what a client sees when a connection drops mid-stream.
+    which is what a client sees when a connection drops mid-stream. ``drop``
+    resets the connection without any response, as a failing proxy does.
     """
 
     status: int = 200
     body: Any = None
     chunks: Iterator[dict[str, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+
+
+def json_bytes(value: Any) -> bytes:
+    """UTF-8 JSON; text with lone surrogates (which UTF-8 cannot carry) is sent as ``\\u`` escapes, as JSON allows."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value).encode("ascii")
 
 
 def error_reply(status: int, message: str, *, code: str | None = None, headers: Mapping[str, str] | None = None) -> Reply:
@@ -366,6 +378,9 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _send(self, reply: Reply) -> None:
+        if reply.drop:
+            self._reset_connection()
+            return
         try:
             if reply.chunks is not None:
                 self._send_stream(reply, reply.chunks)
@@ -375,8 +390,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             log.debug("client closed the connection before the reply was complete")
 
+    def _reset_connection(self) -> None:
+        """Close with a TCP reset: with a zero linger time the kernel discards the socket instead of ending it."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
     def _send_json(self, reply: Reply) -> None:
-        data = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
+        data = json_bytes(reply.body)
         self.send_response(reply.status)
         headers = {"Content-Type": "application/json", **reply.headers}
         for name, value in headers.items():
@@ -396,7 +416,7 @@ class _Handler(BaseHTTPRequestHandler):
             for number, chunk in enumerate(chunks):
                 if number and delay:
                     time.sleep(delay)
-                self._write_chunk(b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n")
+                self._write_chunk(b"data: " + json_bytes(chunk) + b"\n\n")
         except ConnectionError:
             raise
         except Exception as exc:  # the stream is abandoned on purpose: no [DONE], no final chunk

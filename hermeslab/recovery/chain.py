@@ -1,0 +1,148 @@
+"""The recovery chain: after each failed attempt, the next thing to try.
+
+For one model call, in this order: compress (the prompt is too long), a
+one-off repair of the request, a credential refresh, a retry after a pause,
+the next fallback provider, and finally giving up with advice. Retries are
+bounded per call (``agent.api_max_retries``); the refresh happens at most once
+per turn; fallbacks are turn-scoped, so the primary is tried again when the
+next turn starts.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..core.config import RecoveryConfig
+from ..providers.base import Provider, ProviderError
+from .backoff import retry_delay
+from .classify import Classification
+
+#: Builds a provider with fresh credentials from the one that was refused, or None when it cannot.
+CredentialRefresh = Callable[[Provider], Provider | None]
+
+
+@dataclass
+class ProviderSlot:
+    """A provider and the model to ask it for, plus what it taught us about its requests."""
+
+    provider: Provider
+    model: str
+    #: Outgoing repairs this provider needs (``strip_images``, ``drop_reasoning``), learned from its errors.
+    repairs: set[str] = field(default_factory=set)
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider.name}/{self.model}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    #: ``retry``, ``repair``, ``refresh``, ``fallback``, ``compress`` or ``give_up``.
+    action: str
+    delay: float = 0.0
+    repair: str | None = None
+    #: For people: what was done or why the chain gave up.
+    reason: str = ""
+
+
+@dataclass
+class CallState:
+    """Attempts of one model call at the active provider."""
+
+    failures: int = 0
+    repairs: set[str] = field(default_factory=set)
+    consecutive_rate_limits: int = 0
+
+
+class RecoveryChain:
+    def __init__(self, cfg: RecoveryConfig, primary: ProviderSlot, fallbacks: Sequence[ProviderSlot] = (), *,
+                 max_retries: int = 3, refresh: CredentialRefresh | None = None,
+                 rng: random.Random | None = None):
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be zero or positive, got {max_retries}")
+        self.cfg = cfg
+        self.slots = [primary, *fallbacks]
+        self.max_retries = max_retries
+        self._refresh = refresh
+        self._rng = rng or random.Random()
+        self._active = 0
+        self.refreshed = False
+
+    @property
+    def active(self) -> ProviderSlot:
+        return self.slots[self._active]
+
+    @property
+    def primary(self) -> ProviderSlot:
+        return self.slots[0]
+
+    @property
+    def has_fallback(self) -> bool:
+        return self._active + 1 < len(self.slots)
+
+    def begin_turn(self) -> None:
+        """Each turn starts at the primary, with its one credential refresh available again."""
+        self._active = 0
+        self.refreshed = False
+
+    def fall_back(self, call: CallState | None = None) -> ProviderSlot | None:
+        """Switch to the next provider (the call's attempts start again there); None when there is none."""
+        if not self.has_fallback:
+            return None
+        self._active += 1
+        if call is not None:
+            call.failures, call.consecutive_rate_limits = 0, 0
+            call.repairs.clear()
+        return self.active
+
+    def after_failure(self, fault: Classification, call: CallState) -> Decision:
+        """Count the failed attempt and choose the next step (switching provider or credential as needed)."""
+        kind = fault.fault
+        call.failures += 1
+        call.consecutive_rate_limits = call.consecutive_rate_limits + 1 if kind.name == "rate_limit" else 0
+        if kind.compress:
+            return Decision("compress", reason="the prompt is too large for the provider")
+        if kind.repair is not None and kind.repair not in call.repairs:
+            call.repairs.add(kind.repair)
+            return Decision("repair", repair=kind.repair, reason=kind.repair.replace("_", " "))
+        if kind.rotate_credential and self._may_refresh(kind.name, call):
+            self.refreshed = True
+            fresh = self._refresh(self.active.provider)
+            if fresh is not None:
+                self.active.provider = fresh
+                return Decision("refresh", reason=f"new credentials for {self.active.label}")
+        if kind.retryable and call.failures <= self.max_retries:
+            if kind.eager_fallback and self.has_fallback and call.failures >= self.cfg.fallback_after:
+                return self._fall_back(call, f"{call.failures} failed attempts ({kind.name})")
+            return Decision("retry", delay=retry_delay(fault, call.failures, self.cfg, self._rng),
+                            reason=f"retry {call.failures} of {self.max_retries}")
+        if kind.fall_back and self.has_fallback:
+            return self._fall_back(call, f"{kind.name} at {self.active.label}")
+        if kind.retryable:
+            return Decision("give_up", reason=f"{fault.describe()}; gave up after {call.failures} attempts")
+        return Decision("give_up", reason=fault.describe())
+
+    def _may_refresh(self, fault_name: str, call: CallState) -> bool:
+        """One refresh per turn; a rate limit earns it only when it repeats (the first one may just pass)."""
+        if self._refresh is None or self.refreshed:
+            return False
+        return fault_name != "rate_limit" or call.consecutive_rate_limits >= 2
+
+    def _fall_back(self, call: CallState, why: str) -> Decision:
+        previous = self.active.label
+        self.fall_back(call)
+        return Decision("fallback", reason=f"{why}: switched from {previous} to {self.active.label}")
+
+
+class RecoveryFailed(ProviderError):
+    """Recovery gave up on the turn; the message says what failed and what a person can do."""
+
+    def __init__(self, fault: str, message: str, *, status: int | None = None, final_text: str | None = None):
+        super().__init__(message, status=status, error_type=fault)
+        #: The visible result of the turn, when it is more than the failure message.
+        self.final_text = final_text
+
+    def __str__(self) -> str:
+        return self.message

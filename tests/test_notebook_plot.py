@@ -1,0 +1,65 @@
+"""hermeslab.plot_token_usage: prompt tokens per call with the threshold, compressions and session boundaries."""
+
+import pytest
+
+import hermeslab
+from hermeslab.core.config import Config
+from hermeslab.runtime import Runtime
+from hermeslab.store import open as open_lab
+
+
+@pytest.fixture(scope="module")
+def compressed_chat(tmp_path_factory):
+    """A logged conversation that was compressed once (rotating into a child session), then went on."""
+    root = tmp_path_factory.mktemp("plot")
+    (root / "notes.txt").write_text("the deploy window is Tuesday\n")
+    config = Config().with_overrides({"store.path": str(root / "lab.duckdb"), "tools.workspace": str(root),
+                                      "model.context_length": 8000})
+    runtime = Runtime(config, source="notebook")
+    for text in ["read notes.txt", "tell me a long story", "list files", "add todos: ship it"]:
+        runtime.agent.chat(text)
+    first = runtime.agent.session.id
+    assert runtime.agent.compress().changed
+    runtime.agent.chat("show my todos")
+    runtime.writer.flush()
+    yield runtime, first, root / "lab.duckdb"
+    runtime.close()
+
+
+def legend(fig) -> list[str]:
+    return [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+
+
+def test_plot_of_a_live_runtime_marks_threshold_compression_and_the_new_session(compressed_chat):
+    runtime = compressed_chat[0]
+    fig = hermeslab.plot_token_usage(runtime)
+    labels = legend(fig)
+    threshold = runtime.agent.compactor.budgets.threshold_tokens
+    assert f"compression threshold ({threshold:,})" in labels
+    assert "compression" in labels and "new session" in labels and "context window (8,000)" in labels
+    ax = fig.axes[0]
+    prompt_line = next(line for line in ax.get_lines() if line.get_label() == "prompt tokens")
+    assert len(prompt_line.get_xdata()) == len(open_lab(runtime.lab_path).api_calls())
+    boundaries = [line.get_xdata()[0] for line in ax.get_lines() if line.get_label() == "new session"]
+    assert len(boundaries) == 1 and boundaries[0] % 1 == 0.5
+    assert runtime.agent.session.id in ax.get_title()
+
+
+def test_a_session_id_plots_its_lineage_and_reads_the_threshold_from_the_log(compressed_chat):
+    runtime, first, lab_path = compressed_chat
+    threshold = runtime.agent.compactor.budgets.threshold_tokens
+    fig = hermeslab.plot_token_usage(runtime.agent.session.id, lab=lab_path)
+    assert f"compression threshold ({threshold:,})" in legend(fig) and "new session" in legend(fig)
+    only_first = hermeslab.plot_token_usage([first], lab=lab_path)
+    assert "new session" not in legend(only_first)
+    assert "compression" in legend(only_first)
+
+
+def test_bad_input_gets_a_clear_error(compressed_chat, tmp_path):
+    _, _, lab_path = compressed_chat
+    with pytest.raises(ValueError, match="no session 'nope'"):
+        hermeslab.plot_token_usage("nope", lab=lab_path)
+    with pytest.raises(TypeError, match="session id, a list of session ids"):
+        hermeslab.plot_token_usage(42, lab=lab_path)
+    with pytest.raises(ValueError, match="holds no sessions"):
+        hermeslab.plot_token_usage(open_lab(tmp_path / "empty.duckdb"))
