@@ -62,3 +62,13 @@ def test_running_count_counts_only_new_messages_and_notices_rewrites():
     rewritten = [history[0], {"role": "user", "content": "summary"}]
     assert running.total(rewritten) == sum(counter.count_message(m) for m in rewritten)
     assert running.total([]) == 0
+
+
+def test_a_message_edited_in_place_is_counted_again():
+    counter = TokenCounter()
+    message = {"role": "user", "content": "short"}
+    before = counter.count_message(message)
+    message["content"] = "a much longer text than before, with many more tokens in it"
+    assert counter.count_message(message) > before
+    message["tool_calls"] = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    assert counter.count_message(message) > before + 5

@@ -111,21 +111,27 @@ class TokenCounter:
 
     def __init__(self, max_entries: int = 200_000):
         self._cache: dict[tuple, int] = {}
+        #: The same dict object seen again: id → (message, content, tool_calls, tokens). Holding the
+        #: message keeps its id from being reused; comparing the two fields by identity catches a
+        #: message whose content or calls were replaced (hermeslab never edits inside them).
+        self._seen: dict[int, tuple[Message, Any, Any, int]] = {}
         self._max_entries = max_entries
         self._lock = threading.Lock()
         self._tool_cache: dict[str, int] = {}
 
     def count_message(self, message: Message) -> int:
+        seen = self._seen.get(id(message))
+        if (seen is not None and seen[0] is message and seen[1] is message.get("content")
+                and seen[2] is message.get("tool_calls")):
+            return seen[3]
         key = message_key(message)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        tokens = _count_message_uncached(message)
+        tokens = self._cache.get(key)
+        if tokens is None:
+            tokens = _count_message_uncached(message)
         with self._lock:
-            if len(self._cache) >= self._max_entries:
-                for old in list(itertools.islice(self._cache, max(1, self._max_entries // 10))):
-                    del self._cache[old]
-            self._cache[key] = tokens
+            _bounded_put(self._cache, key, tokens, self._max_entries)
+            _bounded_put(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), tokens),
+                         self._max_entries // 10)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:
@@ -144,6 +150,14 @@ class TokenCounter:
 
     def count_request(self, messages: Sequence[Message], tools: Sequence[dict] | None = None) -> int:
         return self.count_messages(messages) + self.count_tools(tools)
+
+
+def _bounded_put(cache: dict, key: Any, value: Any, limit: int) -> None:
+    """Insert, dropping the oldest tenth first when the cache is full (the caller holds the lock)."""
+    if key not in cache and len(cache) >= limit:
+        for old in list(itertools.islice(cache, max(1, limit // 10))):
+            del cache[old]
+    cache[key] = value
 
 
 #: The process-wide counter; sharing it shares the cache.
