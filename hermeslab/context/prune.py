@@ -128,11 +128,13 @@ def _describe_write_file(name: str, args: dict, result: str) -> str:
 
 
 def _describe_search(name: str, args: dict, result: str) -> str:
-    try:
-        parsed = json.loads(result)
-        total = parsed.get("total_count", "?") if isinstance(parsed, dict) else "?"
-    except ValueError:
-        total = "?"
+    total: Any = "?"
+    if result.lstrip().startswith("{"):  # only an object can carry a count; failed parses are costly
+        try:
+            parsed = json.loads(result)
+            total = parsed.get("total_count", "?") if isinstance(parsed, dict) else "?"
+        except ValueError:
+            pass
     target = _single_line(args.get("target", "content"), 20)
     pattern = _single_line(args.get("pattern", ""), 40)
     path = _single_line(args.get("path", "."), 40)
