@@ -1,7 +1,9 @@
-"""Where the shared recorded sessions live (``../shared/datasets`` beside the project root).
+"""What the slow tests need from outside the repository: the shared recordings and the Hermes venv.
 
-Tests that need them skip when they are absent on a developer's machine, but
-fail under ``CI=true``: a green CI must have run them.
+The recordings live in ``../shared/datasets`` beside the project root; the
+reference Hermes install in its own cached virtualenv. Tests that need either
+skip when it is missing on a developer's machine, but fail under ``CI=true``:
+a green CI must have run them.
 """
 
 from __future__ import annotations
@@ -14,12 +16,26 @@ import pytest
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
+def _missing(message: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message, allow_module_level=True)
+
+
 def dataset(name: str) -> Path:
     """The path of one shared recording, or a skip (a failure under CI) when it is missing."""
     path = DATASETS / name
     if not path.exists():
-        message = f"shared dataset {path} not found"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message, allow_module_level=True)
+        _missing(f"shared dataset {path} not found")
     return path
+
+
+def hermes_venv() -> Path:
+    """The reference Hermes virtualenv (created once), or a skip (a failure under CI)."""
+    from hermeslab.eval.hermes_reference import HermesReferenceError, ensure_hermes_venv
+
+    try:
+        return ensure_hermes_venv()
+    except HermesReferenceError as exc:
+        _missing(f"could not create the Hermes reference venv: {exc}")
+        raise

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from shared_data import DATASETS, dataset
+from shared_data import hermes_venv as shared_hermes_venv
 
 from hermeslab.eval.hermes_reference import (
     WORKER_SCRIPT,
@@ -31,14 +32,9 @@ pytestmark = pytest.mark.slow
 TAU2 = DATASETS / "tau2_bench_gpt41.jsonl"
 
 
-@pytest.fixture(scope="module")
-def hermes_venv() -> Path:
-    try:
-        return ensure_hermes_venv()
-    except HermesReferenceError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"could not create the Hermes reference venv: {exc}")
-        pytest.skip(f"Hermes reference venv unavailable: {exc}")
+@pytest.fixture(scope="module", name="hermes_venv")
+def hermes_venv_fixture() -> Path:
+    return shared_hermes_venv()
 
 
 @pytest.fixture(scope="module")

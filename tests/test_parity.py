@@ -13,13 +13,12 @@ under CI=true a failed install fails the run instead of skipping it.
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from shared_data import dataset
+from shared_data import dataset, hermes_venv
 
 from hermeslab.context import (
     CompressionState,
@@ -30,8 +29,6 @@ from hermeslab.context import (
 from hermeslab.core.config import Config
 from hermeslab.eval.hermes_reference import (
     HermesReference,
-    HermesReferenceError,
-    ensure_hermes_venv,
 )
 
 pytestmark = pytest.mark.slow
@@ -93,12 +90,7 @@ def plan_share(venv: Path, sessions: list[dict]) -> dict[int, list[Decisions]]:
 @pytest.fixture(scope="module")
 def hermes_plans(sessions) -> dict[int, list[Decisions]]:
     """Hermes's decisions per window, in session order; two workers share the sessions."""
-    try:
-        venv = ensure_hermes_venv()
-    except HermesReferenceError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"could not create the Hermes reference venv: {exc}")
-        pytest.skip(f"Hermes reference venv unavailable: {exc}")
+    venv = hermes_venv()
     half = len(sessions) // 2
     with ThreadPoolExecutor(max_workers=2) as pool:
         first, second = pool.map(plan_share, (venv, venv), (sessions[:half], sessions[half:]))

@@ -10,11 +10,10 @@ hand-made conversations.
 from __future__ import annotations
 
 import json
-import os
 from functools import lru_cache
 
 import pytest
-from shared_data import dataset
+from shared_data import dataset, hermes_venv
 
 from hermeslab.context import SUMMARY_END_MARKER, SUMMARY_PREFIX, apply_preset
 from hermeslab.context.extractive import ExtractiveSummariser
@@ -22,8 +21,6 @@ from hermeslab.core.config import Config
 from hermeslab.core.tokens import default_counter
 from hermeslab.eval.hermes_reference import (
     HermesReference,
-    HermesReferenceError,
-    ensure_hermes_venv,
 )
 from hermeslab.eval.replay_compression import (
     UNFITTABLE,
@@ -196,12 +193,7 @@ def recordings(name: str) -> tuple[dict, ...]:
 @pytest.fixture(scope="module")
 def hermes_totals() -> dict[str, dict]:
     """Hermes 0.19.0's own replay of both files (its compress() and should_compress, stubbed summary)."""
-    try:
-        venv = ensure_hermes_venv()
-    except HermesReferenceError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"could not create the Hermes reference venv: {exc}")
-        pytest.skip(f"Hermes reference venv unavailable: {exc}")
+    venv = hermes_venv()
     with HermesReference(venv, timeout=600) as reference:
         results = {name: reference.replay_many(list(recordings(name)), context_length=WINDOW)
                    for name in (MINI_SWE, TAU2)}

@@ -16,7 +16,7 @@ import os
 import random
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -361,43 +361,34 @@ def open_lab_file(path: Path, *, read_only: bool, timeout: float) -> Iterator[du
     if not file_lock.acquire(timeout=timeout):
         raise LabLockedError(f"{key} stayed in use by another thread of this process for {timeout:g} s")
     try:
-        control = (_READ_ENGINE if read_only else _WRITE_ENGINE).cursor()
-        try:
+        with closing((_READ_ENGINE if read_only else _WRITE_ENGINE).cursor()) as control:
             _attach(control, key, alias, read_only, deadline, timeout)
-            try:
-                con = control.cursor()
-                try:
-                    con.execute(f"USE {alias}")
-                    yield con
-                finally:
-                    con.close()
-            finally:
-                control.execute(f"DETACH {alias}")
-        finally:
-            control.close()
+            with _attached(control, alias) as con:
+                yield con
     finally:
         file_lock.release()
+
+
+@contextmanager
+def _attached(control: duckdb.DuckDBPyConnection, alias: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A cursor whose current database is the attached ``alias``; detaches it afterwards."""
+    try:
+        with closing(control.cursor()) as con:
+            con.execute(f"USE {alias}")
+            yield con
+    finally:
+        control.execute(f"DETACH {alias}")
 
 
 @contextmanager
 def open_empty_lab() -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a throwaway in-memory database with the current schema (what a missing lab file reads as)."""
     alias = "empty_lab_" + os.urandom(6).hex()
-    control = _READ_ENGINE.cursor()
-    try:
+    with closing(_READ_ENGINE.cursor()) as control:
         control.execute(f"ATTACH ':memory:' AS {alias}")
-        try:
-            con = control.cursor()
-            try:
-                con.execute(f"USE {alias}")
-                ensure_schema(con)
-                yield con
-            finally:
-                con.close()
-        finally:
-            control.execute(f"DETACH {alias}")
-    finally:
-        control.close()
+        with _attached(control, alias) as con:
+            ensure_schema(con)
+            yield con
 
 
 def _attach(
