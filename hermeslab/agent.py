@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .compaction import Compaction, Compactor, next_title, title_from
 from .context.policy import PREFLIGHT_PASSES, made_progress
@@ -70,9 +70,13 @@ from .recovery import (
     repair_surrogates,
     repaired_request,
 )
+from .recovery.repair import read_tool_arguments
 from .session import Session, new_trace_id
 from .tools.executor import ToolResult, execute_tool_calls
 from .tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from .memory.manager import Memory
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant working in a local workspace through tools. "
@@ -132,8 +136,13 @@ class Agent:
         fallbacks: Sequence[ProviderSlot] = (),
         refresh_credentials: CredentialRefresh | None = None,
         rng: random.Random | None = None,
+        run_id: str | None = None,
+        config_hash: str | None = None,
+        memory: Memory | None = None,
     ):
         self.config = config or Config()
+        #: Memory files, skills, background review and memory provider; None runs without them.
+        self.memory = memory
         #: What to try when a call fails: retries, repairs, a credential refresh, the fallback providers.
         self.recovery = RecoveryChain(self.config.recovery, ProviderSlot(provider, self.config.model.name), fallbacks,
                                       max_retries=max(0, self.config.agent.api_max_retries),
@@ -147,9 +156,11 @@ class Agent:
         self._argument_retries = 0
         self.tools = tools or ToolRegistry()
         self.bus = bus or EventBus()
-        self.session = session or Session(
-            system_prompt=self.config.agent.system_prompt or DEFAULT_SYSTEM_PROMPT, source=source
-        )
+        prompt = self.config.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.session = session or Session(system_prompt=memory.fresh_prompt(prompt) if memory else prompt,
+                                          source=source)
+        if memory is not None:
+            memory.attach(self.bus)
         self.counter = counter
         self.history_tokens = RunningCount(counter)
         self.calibration = UsageCalibration()
@@ -165,6 +176,13 @@ class Agent:
         self.compactor = compactor
         self._turn_added: list[dict[str, Any]] = []
         self._warned_repeated_compression = False
+        #: The latest reply's parsed tool-call arguments, with the message they belong to.
+        self._parsed_reply: tuple[dict[str, Any] | None, list[dict[str, Any] | ValueError]] = (None, [])
+        #: Stamped on every event, so the rows of a replay or an A/B run can be told apart.
+        self.run_id = run_id
+        #: What SessionStarted reports as the config's hash, when not its own (a replay reports the config
+        #: it was given, not the one it adjusted to fit the recording).
+        self.config_hash = config_hash
 
     # ------------------------------------------------------------ public API
 
@@ -192,9 +210,20 @@ class Agent:
 
     def chat(self, text: str) -> TurnResult:
         """Run one user turn to its end. Concurrent calls wait for each other."""
+        return self.run_turn([text])
+
+    def run_turn(self, texts: Sequence[str] = ()) -> TurnResult:
+        """Append ``texts`` as user messages, then run the turn to its end.
+
+        No text lets the model speak on the history as it stands (an agent that
+        greets first, or one that goes on after its own reply); several are
+        messages that arrived while nobody answered. Recorded sessions have both.
+        """
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise TypeError("run_turn() takes a list of user texts (use chat() for a single one)")
         with self._turn_lock:
             self._stop.clear()
-            return self._run_turn(text)
+            return self._run_turn(list(texts))
 
     def compress(self, focus: str | None = None) -> Compaction | None:
         """/compress [focus]: compress now, past the automatic gate; clears the anti-thrash breaker."""
@@ -208,9 +237,12 @@ class Agent:
     def new_session(self) -> str:
         """/new: end this conversation and start an empty one (a new logical conversation)."""
         with self._turn_lock:
+            old, prompt = self.session.id, self.session.system_prompt
             self.close("new_session")
-            self.session = Session(system_prompt=self.session.system_prompt, source=self.session.source)
+            self.session = Session(system_prompt=self.memory.fresh_prompt(prompt) if self.memory else prompt,
+                                   source=self.session.source)
             self._reset_context()
+            self._switched(old)
             return self.session.id
 
     def branch(self) -> str:
@@ -226,22 +258,26 @@ class Agent:
                 self.compactor.state = copy.deepcopy(self.compactor.state)
                 self.compactor.policy.state = self.compactor.state
             self._start_session()
+            self._switched(parent.id)
             return self.session.id
 
     def resume(self, session_id: str, messages: list[dict[str, Any]], *, next_seq: int, turns: int = 0) -> None:
         """/resume: continue a logged session from its stored history (already in the log)."""
         with self._turn_lock:
+            old = self.session.id
             self.close("resumed_other")
             self.session = Session.with_history(messages, id=session_id, reason="resume", source=self.session.source,
                                                 next_seq=next_seq, logged=len(messages), turns=turns)
             self._reset_context()
             self._start_session()
+            self._switched(old)
 
     # ------------------------------------------------------------ the turn
 
-    def _run_turn(self, text: str) -> TurnResult:
-        if not self.session.started and self.session.title is None and self.session.reason == "new":
-            self.session.title = title_from(text)
+    def _run_turn(self, texts: list[str]) -> TurnResult:
+        text = "\n\n".join(texts)
+        if texts and not self.session.started and self.session.title is None and self.session.reason == "new":
+            self.session.title = title_from(texts[0])
         self._start_session()
         self.session.turns += 1
         self._trace_id = new_trace_id()
@@ -250,12 +286,17 @@ class Agent:
         self._begin_recovery()
         result = TurnResult(text="", status="completed")
         self._emit(TurnStarted, user_text=text)
-        parent = self._add_message({"role": "user", "content": strip_surrogates(text)}, None)
+        recalled = self.memory.recall(text, self.session.id) if self.memory is not None and texts else None
+        if recalled is not None:
+            self._add_message(recalled, None)
+        parent = self.session.message_ids[-1] if not texts and self.session.message_ids else None
+        for part in texts:
+            parent = self._add_message({"role": "user", "content": strip_surrogates(part)}, parent)
         try:
             if self.compactor is not None:
                 self.compactor.policy.begin_turn()
-                if self.compactor.state.original_task is None:
-                    self.compactor.state.original_task = text
+                if self.compactor.state.original_task is None and texts:
+                    self.compactor.state.original_task = texts[0]
                 self._preflight()
             result.text, result.status = self._loop(parent, result)
         except (TurnInterrupted, KeyboardInterrupt):
@@ -275,6 +316,8 @@ class Agent:
         self._emit(TurnFinished, status=result.status, final_text=result.text, api_calls=result.api_calls,
                    prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
                    error=result.error)
+        if self.memory is not None:
+            self.memory.end_turn(self, result)
         return result
 
     def _loop(self, parent: str, result: TurnResult) -> tuple[str, str]:
@@ -306,11 +349,12 @@ class Agent:
                 if not checked.message.get("_interrupted") and not is_empty(checked):
                     response = checked
                 calls = tool_calls_of(response.message)
-            assistant = self._clean_assistant(response.message)
+            arguments = self._tool_arguments(response.message)
+            assistant = self._clean_assistant(response.message, arguments)
             assistant_id = self._add_message(assistant, parent)
             if not calls:
                 return assistant["content"], "completed"
-            self._run_tools(calls, assistant_id)
+            self._run_tools(calls, assistant_id, arguments)
             parent = assistant_id
             if self.compactor is not None and self.last_prompt_tokens is not None:
                 self._maybe_compress("turn", self.last_prompt_tokens)
@@ -455,11 +499,13 @@ class Agent:
 
     def _compress(self, trigger: str, focus: str | None = None) -> Compaction | None:
         """Run the compactor and apply what it produced: rotation or in-place, always logged."""
-        compaction = self.compactor.run(self.messages, trigger=trigger, focus=focus)
+        compaction = self.compactor.run(self.messages, trigger=trigger, focus=focus, tools=self.tools.schemas() or None)
         if compaction is None:
             return None
         result, in_place = compaction.result, self.compactor.cfg.in_place
         mode = ("in_place" if in_place else "rotation") if compaction.changed else "none"
+        if mode != "none" and self.memory is not None:  # the rebuilt context shows memory as it is now
+            compaction.messages = self.memory.refreshed(compaction.messages)
         child: Session | None = None
         if mode == "rotation":
             child = Session.with_history(
@@ -480,9 +526,11 @@ class Agent:
                    archived_before_seq=self.session.next_seq if mode == "in_place" else None,
                    details={**record, "verdict": compaction.verdict, "window": compaction.window})
         if mode == "rotation":
+            parent_id = self.session.id
             self.close("compression")
             self.session = child
             self._start_session()
+            self._switched(parent_id)
         elif mode == "in_place":
             self.session.replace_history(compaction.messages)
             self._announce(range(len(self.session.messages)))
@@ -588,7 +636,7 @@ class Agent:
 
     def _retry_malformed(self, response: ChatResponse) -> bool:
         """Tool calls whose arguments are not JSON: ask again (within budget) before any tool runs."""
-        if not malformed_tool_calls(response.message):
+        if not malformed_tool_calls(response.message, self._tool_arguments(response.message)):
             return False
         if self._argument_retries >= self.config.recovery.max_argument_retries:
             self._recovery_log.record("malformed_tool_arguments", "give_up", self._argument_retries,
@@ -674,7 +722,16 @@ class Agent:
 
     # ------------------------------------------------------------ tools
 
-    def _run_tools(self, calls: list[dict], assistant_id: str) -> None:
+    def _tool_arguments(self, message: dict[str, Any]) -> list[dict[str, Any] | ValueError]:
+        """The reply's tool-call arguments, parsed once for the malformed check, the history copy and the tools."""
+        parsed_for, arguments = self._parsed_reply
+        if parsed_for is not message:
+            arguments = read_tool_arguments(message)
+            self._parsed_reply = (message, arguments)
+        return arguments
+
+    def _run_tools(self, calls: list[dict], assistant_id: str,
+                   arguments: list[dict[str, Any] | ValueError] | None = None) -> None:
         """Run one assistant message's tool calls and append their results in call order.
 
         The model's raw arguments go to the tools (so a broken argument becomes the
@@ -692,7 +749,7 @@ class Agent:
 
         outcomes = execute_tool_calls(
             calls, self.tools, on_start=started, on_finish=finished, should_stop=self._stop.is_set,
-            idempotent_retries=self.config.tools.idempotent_retries,
+            idempotent_retries=self.config.tools.idempotent_retries, parsed_arguments=arguments,
         )
         for outcome in outcomes:
             self._add_message(outcome.message(), assistant_id)
@@ -714,21 +771,30 @@ class Agent:
                 return
 
     @staticmethod
-    def _clean_assistant(message: dict[str, Any]) -> dict[str, Any]:
-        """The assistant message as it enters history: text fixed, arguments valid JSON."""
-        clean: dict[str, Any] = {"role": "assistant", "content": strip_surrogates(message.get("content") or "")}
+    def _clean_assistant(message: dict[str, Any],
+                         arguments: list[dict[str, Any] | ValueError] | None = None) -> dict[str, Any]:
+        """The assistant message as it enters history: text fixed, arguments valid JSON.
+
+        ``arguments`` is ``read_tool_arguments(message)`` when already known: arguments
+        that parsed are kept as sent, and only broken ones are repaired.
+        """
+        text = message.get("content") or ""
+        clean: dict[str, Any] = {"role": "assistant",
+                                 "content": text if isinstance(text, str) and text.isascii() else strip_surrogates(text)}
         calls = tool_calls_of(message)
         if calls:
+            if arguments is None:
+                arguments = read_tool_arguments(message)
             clean["tool_calls"] = [
                 {
                     "id": call.get("id", ""),
                     "type": "function",
                     "function": {
                         "name": (call.get("function") or {}).get("name", ""),
-                        "arguments": repair_tool_arguments((call.get("function") or {}).get("arguments")),
+                        "arguments": _history_arguments((call.get("function") or {}).get("arguments"), parsed),
                     },
                 }
-                for call in calls
+                for call, parsed in zip(calls, arguments, strict=True)
             ]
         return clean
 
@@ -738,6 +804,11 @@ class Agent:
         if self._stop.is_set():
             raise TurnInterrupted
 
+    def _switched(self, old_id: str) -> None:
+        """Tell the memory provider the conversation now continues in ``self.session``."""
+        if self.memory is not None:
+            self.memory.session_switched(old_id, self.session.id, self.session.reason, self.session.turns)
+
     def _start_session(self) -> None:
         if self.session.started:
             return
@@ -745,7 +816,8 @@ class Agent:
         s = self.session
         self._emit(SessionStarted, parent_session_id=s.parent_session_id, source=s.source,
                    model=self.config.model.name, title=s.title, system_prompt=s.system_prompt,
-                   config_hash=self.config.digest(), context_length=self.config.model.context_length,
+                   config_hash=self.config_hash or self.config.digest(),
+                   context_length=self.config.model.context_length,
                    reason=s.reason)
         self._announce(range(s.logged, len(s.messages)))
 
@@ -753,6 +825,8 @@ class Agent:
         """Log history messages that entered the session other than through a turn (a new or rewritten history)."""
         s = self.session
         parent = None
+        if not self.bus.wants(MessageAdded):
+            return
         for index in indices:
             message, message_id = s.messages[index], s.message_ids[index]
             self._emit(MessageAdded, message_id=message_id, parent_id=parent, seq=s.seq_of(index), message=message,
@@ -762,13 +836,23 @@ class Agent:
     def _add_message(self, message: dict[str, Any], parent_id: str | None) -> str:
         message_id, seq = self.session.append(message)
         self._turn_added.append(message)
-        self._emit(MessageAdded, message_id=message_id, parent_id=parent_id, seq=seq, message=message,
-                   tokens=self.counter.count_message(message))
+        if self.bus.wants(MessageAdded):  # counting the message is for the log only
+            self._emit(MessageAdded, message_id=message_id, parent_id=parent_id, seq=seq, message=message,
+                       tokens=self.counter.count_message(message))
         return message_id
 
     def _emit(self, event_type: type[Event], **fields: Any) -> None:
+        if not self.bus.wants(event_type):
+            return
         self.bus.publish(event_type(session_id=self.session.id, turn=self.session.turns,
-                                    trace_id=self._trace_id, **fields))
+                                    trace_id=self._trace_id, run_id=self.run_id, **fields))
+
+
+def _history_arguments(raw: str | None, parsed: dict[str, Any] | ValueError) -> str:
+    """``repair_tool_arguments(raw)`` given the parse of ``raw``: text that parsed needs no second parse."""
+    if isinstance(parsed, ValueError):
+        return repair_tool_arguments(raw)
+    return raw if raw and raw.strip() else "{}"
 
 
 def _ms_since(started: float) -> float:

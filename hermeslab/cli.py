@@ -1,4 +1,4 @@
-"""The ``hermeslab`` command: demo, chat, serve, sessions."""
+"""The ``hermeslab`` command: demo, chat, serve, sessions, mcp-server, import, export, ab, replay."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ DEMO_FILES = {
 }
 
 #: A small window, so that the demo crosses the compression threshold after reading the changelog.
-DEMO_CONTEXT_LENGTH = 5_000
+DEMO_CONTEXT_LENGTH = 5_400
 
 DEMO_SCRIPT = [
     "Who are you?",
@@ -79,8 +79,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_text(text, encoding="utf-8")
+    # The script uses file, terminal and todo tools only: no memory or skills (a scripted demo must not write
+    # the user's memory, and their schemas would take a tenth of the small window).
     overrides = {"tools.workspace": str(workspace), "tools.terminal.enabled": True,
-                 "model.context_length": args.context_length}
+                 "model.context_length": args.context_length, "memory.memory_enabled": False,
+                 "memory.user_profile_enabled": False, "memory.nudge_interval": 0, "skills.enabled": False}
     if args.lab:
         overrides["store.path"] = args.lab
     config = config.with_overrides(overrides)
@@ -180,6 +183,163 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp_server(args: argparse.Namespace) -> int:
+    from .mcp_server import serve
+
+    if args.lab:
+        path = Path(args.lab)  # without importing the agent stack: a client waits for this process to start
+    else:
+        from .runtime import lab_path
+
+        path = lab_path(_load_config(args.config))
+    serve(path, http_port=args.http, host=args.host)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .eval.importers import builtin_tool_schemas, import_hermes_state, import_lab, import_openai_jsonl
+    from .eval.recording import RecordingProblem, RecordingsFile, write_recordings
+
+    source = Path(args.path)
+    out = Path(args.out) if args.out else Path(f"{source.stem}.recordings.jsonl")
+    try:
+        if args.kind == "openai":
+            recordings = import_openai_jsonl(source)
+        elif args.kind == "hermes-state":
+            recordings = import_hermes_state(source, session_id=args.session)
+        else:
+            if not args.session:
+                raise SystemExit("hermeslab: import lab needs --session ID")
+            recording = import_lab(source, args.session)
+            recording.tools = builtin_tool_schemas(_load_config(args.config), recording.messages)
+            recordings = [recording]
+        problems: list[RecordingProblem] = []
+        written = write_recordings(out, recordings, problems=problems)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
+    if isinstance(recordings, RecordingsFile):
+        problems = recordings.problems + problems
+    print(f"imported {written} recording(s) from {source} into {out}; {len(problems)} problem(s)")
+    for problem in problems[:20]:
+        print(f"  {problem}")
+    if len(problems) > 20:
+        print(f"  ... and {len(problems) - 20} more")
+    return 1 if problems else 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .eval.importers import builtin_tool_schemas, import_lab
+    from .eval.recording import recording_line
+    from .runtime import lab_path
+
+    config = _load_config(args.config)
+    path = Path(args.lab) if args.lab else lab_path(config)
+    if not path.exists():
+        print(f"no lab database at {path}")
+        return 1
+    try:
+        recording = import_lab(path, args.session_id)
+        recording.tools = builtin_tool_schemas(config, recording.messages)
+        if args.format == "md":
+            from .notebook.export import markdown_transcript
+
+            text = markdown_transcript(recording.to_dict())
+        else:
+            text = recording_line(recording) + "\n"
+    except ValueError as exc:  # an unknown session, or a transcript the format refuses (RecordingError)
+        raise SystemExit(f"hermeslab: {exc}") from None
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    target = Path(args.out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"exported {recording.id} ({len(recording.messages)} messages, {recording.meta['compressions']} "
+          f"compression(s), sessions {' → '.join(recording.meta['lineage'])}) to {target}")
+    return 0
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    import warnings
+
+    import pandas as pd
+
+    from .eval.ab import config_label, run_ab
+    from .eval.stats import paired_compare
+
+    configs = {config_label(spec): spec for spec in args.config}
+    if len(configs) < len(args.config):
+        raise SystemExit("hermeslab: two --config options have the same name (a file's stem, else the text)")
+    if len(configs) < 2:
+        raise SystemExit("hermeslab: ab needs at least two --config options")
+    baseline = next(iter(configs))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
+            frame = run_ab(args.files, configs, out=args.out, executor=args.executor, workers=args.workers,
+                           limit=args.limit)
+        tables = {name: paired_compare(frame, baseline, name, args.metric or None, n_resamples=args.resamples,
+                                       seed=args.seed) for name in list(configs)[1:]}
+    except (OSError, ValueError, ImportError) as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
+    failed = frame[frame["status"] != "ok"]
+    for problem in frame.attrs["problems"]:
+        print(f"skipped {problem}", file=sys.stderr)
+    for row in failed.itertuples():
+        print(f"failed {row.session_id} under {row.config}: {row.error}", file=sys.stderr)
+    print(f"{frame['session_id'].nunique()} sessions x {len(configs)} configs, {len(failed)} failed cell(s), "
+          f"run {frame.attrs['run_id']}" + (f", results in {args.out}" if args.out else ""))
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        for name, table in tables.items():
+            print(f"\n{name} vs {baseline} (difference B - A per session, 95% bootstrap CI):")
+            print(table.to_string(float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1_000 else f"{v:.4g}"))
+    return 1 if len(failed) or frame.attrs["problems"] else 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import json
+    import math
+
+    from .eval.metrics import measure
+    from .eval.recording import read_recordings
+    from .eval.replay import new_run_id, replay
+
+    if args.limit is not None and args.limit < 1:
+        raise SystemExit("hermeslab: --limit must be at least 1")
+    config = _load_config(args.config)
+    try:
+        recordings = read_recordings(args.file)
+    except OSError as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
+    wanted = set(args.session or ())
+    run_id = new_run_id()
+    done, errors, reported = 0, 0, 0
+    for recording in recordings:
+        errors += _report(recordings.problems[reported:])
+        reported = len(recordings.problems)
+        if (wanted and recording.id not in wanted) or (args.limit is not None and done >= args.limit):
+            continue
+        done += 1
+        wanted.discard(recording.id)
+        try:
+            row = measure(replay(recording, config, run_id=run_id, store=args.store))
+        except (ValueError, OSError) as exc:
+            errors += _report([f"session {recording.id!r}: {exc}"])
+            continue
+        values = {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
+        print(json.dumps({"session": recording.id, "run_id": run_id, **values}), flush=True)
+    errors += _report(recordings.problems[reported:])
+    errors += _report([f"no session {session!r} in {args.file}" for session in sorted(wanted)])
+    return 1 if errors else 0
+
+
+def _report(problems: list) -> int:
+    """Print each problem on its own line of standard error; returns how many there were."""
+    for problem in problems:
+        print(f"hermeslab replay: {problem}", file=sys.stderr)
+    return len(problems)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hermeslab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -211,6 +371,62 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--config")
     sessions.add_argument("--lab")
     sessions.set_defaults(func=cmd_sessions)
+
+    mcp_server = sub.add_parser("mcp-server", help="serve the lab's log read-only as MCP tools (stdio by default)")
+    mcp_server.add_argument("--config")
+    mcp_server.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
+    mcp_server.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    mcp_server.add_argument("--host", default="127.0.0.1", help="address for --http (default 127.0.0.1)")
+    mcp_server.set_defaults(func=cmd_mcp_server)
+
+    importer = sub.add_parser("import", help="turn other logs into recorded sessions (JSONL); exit 1 on problems",
+                              description="Write recorded sessions (the shared datasets' JSONL format) from "
+                                          "an OpenAI chat JSONL file, a Hermes state.db or a hermeslab lab. "
+                                          "Bad lines and sessions are listed and left out.")
+    importer.add_argument("kind", choices=("openai", "hermes-state", "lab"))
+    importer.add_argument("path", help="the file to read (JSONL, state.db or lab.duckdb)")
+    importer.add_argument("--out", help="JSONL file to write (default: <name>.recordings.jsonl here)")
+    importer.add_argument("--session", help="lab: the session to import (required); hermes-state: only its "
+                                            "conversation")
+    importer.add_argument("--config", help="lab: the config whose built-in tool schemas are attached")
+    importer.set_defaults(func=cmd_import)
+
+    export = sub.add_parser("export", help="a logged session (its whole compression lineage) as JSONL or Markdown")
+    export.add_argument("session_id")
+    export.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
+    export.add_argument("--config", help="YAML config: where the lab is, and which built-in tool schemas to attach")
+    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
+    export.add_argument("--out", help="file to write (default: standard output)")
+    export.set_defaults(func=cmd_export)
+
+    ab = sub.add_parser("ab", help="replay recordings under two or more configs and compare them session by session",
+                        description="Replay every session under every config and print, for each config after "
+                                    "the first, the paired difference to the first with bootstrap intervals. "
+                                    "Exit 1 when a line was skipped or a cell failed.")
+    ab.add_argument("files", nargs="+", metavar="FILE", help="recorded sessions (JSONL)")
+    ab.add_argument("--config", action="append", required=True, metavar="SPEC",
+                    help="repeat for each config (the first is the baseline): a YAML file, a preset name "
+                         "(seed, hermes-0.19), key=value overrides of the seed preset, or a base and overrides "
+                         "joined by commas, e.g. hermes-0.19,model.context_length=16000")
+    ab.add_argument("--out", help="DuckDB results file; a rerun skips the cells it already holds")
+    ab.add_argument("--executor", choices=("processes", "dask", "serial"), default="processes")
+    ab.add_argument("--workers", type=int, help="worker processes (default: one per CPU)")
+    ab.add_argument("--limit", type=int, metavar="N", help="only the first N sessions of each file")
+    ab.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all)")
+    ab.add_argument("--resamples", type=int, default=9_999, help="bootstrap resamples (default 9999)")
+    ab.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    ab.set_defaults(func=cmd_ab)
+
+    replayer = sub.add_parser("replay", help="replay recorded sessions through the agent loop; one metrics line each",
+                              description="Replay each recorded session of FILE through the agent loop under the "
+                                          "config and print its metrics as one JSON line. Bad lines are reported "
+                                          "on standard error and skipped; the exit status is 1 if there were any.")
+    replayer.add_argument("file", metavar="FILE", help="recorded sessions (JSONL)")
+    replayer.add_argument("--config", help="YAML config (Hermes key names; compression.preset applies first)")
+    replayer.add_argument("--session", action="extend", nargs="+", metavar="ID", help="only these sessions")
+    replayer.add_argument("--limit", type=int, metavar="N", help="only the first N sessions")
+    replayer.add_argument("--store", metavar="PATH", help="also log the replays to this lab file, tagged with the run id")
+    replayer.set_defaults(func=cmd_replay)
     return parser
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .context import (
+    Budgets,
     CompressionPolicy,
     CompressionState,
     Summariser,
@@ -23,6 +24,7 @@ from .context import (
     derive_budgets,
     is_summary_message,
     observation_masking,
+    plan_compression,
     sliding_window,
 )
 from .context.estimate import list_estimator, message_estimator
@@ -50,8 +52,11 @@ class Compactor:
     """Runs the configured compression strategy when the policy allows it."""
 
     def __init__(self, config: Config, summariser: Summariser, *, todos: TodoStore | None = None,
-                 state: CompressionState | None = None, clock: Callable[[], float] = time.monotonic):
+                 state: CompressionState | None = None, clock: Callable[[], float] = time.monotonic,
+                 pre_compress: Callable[[list[dict[str, Any]]], str | None] | None = None):
         self.config = config
+        #: Sees the messages a summary is about to replace; its text goes to the summariser (memory providers).
+        self.pre_compress = pre_compress
         self.cfg = config.compression
         self.summariser = summariser
         self.todos = todos
@@ -70,6 +75,20 @@ class Compactor:
             return self._estimate_list(messages) + rough_tool_schema_tokens(tools)
         return default_counter.count_request(messages, tools)
 
+    def fixed_tokens(self, messages: Sequence[dict], tools: Sequence[dict] | None) -> int:
+        """What every request carries however it is compressed: the system prompt and the tool schemas."""
+        system = self._estimate_message(messages[0]) if messages and messages[0].get("role") == "system" else 0
+        if self.cfg.estimator == "rough":
+            return system + rough_tool_schema_tokens(tools)
+        return system + default_counter.count_tools(tools)
+
+    def budgets_for(self, messages: Sequence[dict], tools: Sequence[dict] | None) -> Budgets:
+        """The budgets one compression of ``messages`` works with (the tail sized after the fixed cost)."""
+        if not self.cfg.tail_after_fixed_cost:
+            return self.budgets
+        return derive_budgets(self.cfg, self.window, self.config.model.max_tokens,
+                              fixed_tokens=self.fixed_tokens(messages, tools))
+
     def lower_window(self, limit: int) -> None:
         """A provider said the window is smaller than configured: re-derive every budget."""
         self.window = limit
@@ -84,12 +103,16 @@ class Compactor:
 
     # ------------------------------------------------------------ compressing
 
-    def run(self, messages: list[dict[str, Any]], *, trigger: str, focus: str | None = None) -> Compaction | None:
-        """Compress once if ``trigger`` is allowed now; None when the policy blocks it."""
+    def run(self, messages: list[dict[str, Any]], *, trigger: str, focus: str | None = None,
+            tools: Sequence[dict] | None = None) -> Compaction | None:
+        """Compress once if ``trigger`` is allowed now; None when the policy blocks it.
+
+        ``tools`` are the schemas sent with every request, part of the fixed cost.
+        """
         if not self.policy.allows(trigger):
             return None
         started = time.perf_counter()
-        result = self._strategy(messages, focus)
+        result = self._strategy(messages, focus, self.budgets_for(messages, tools))
         verdict = self.policy.record(result, trigger)
         out = result.messages
         if not result.aborted and result.condensed > 0:
@@ -99,14 +122,24 @@ class Compactor:
         return Compaction(trigger=trigger, messages=out, result=result, verdict=verdict,
                           duration_ms=(time.perf_counter() - started) * 1000, window=self.window)
 
-    def _strategy(self, messages: list[dict[str, Any]], focus: str | None) -> Any:
+    def _strategy(self, messages: list[dict[str, Any]], focus: str | None, budgets: Budgets) -> Any:
         if self.cfg.strategy == "observation_masking":
             return observation_masking(messages, estimate=self._estimate_message, min_saving=self.cfg.min_saving)
         if self.cfg.strategy == "sliding_window":
-            return sliding_window(messages, budget_tokens=self.budgets.tail_token_budget,
+            return sliding_window(messages, budget_tokens=budgets.tail_token_budget,
                                   estimate=self._estimate_message, min_saving=self.cfg.min_saving)
-        return compress(messages, cfg=self.cfg, budgets=self.budgets, state=self.state,
-                        summariser=self.summariser, focus=focus, estimate_tokens=self._estimate_list)
+        return compress(messages, cfg=self.cfg, budgets=budgets, state=self.state,
+                        summariser=self.summariser, focus=focus, estimate_tokens=self._estimate_list,
+                        memory_context=self._memory_context(messages, budgets))
+
+    def _memory_context(self, messages: list[dict[str, Any]], budgets: Budgets) -> str | None:
+        """The pre-compress hook's text for the span the summary will replace (planned first, model-free)."""
+        if self.pre_compress is None:
+            return None
+        plan = plan_compression(messages, cfg=self.cfg, budgets=budgets, state=self.state)
+        if plan.boundary.empty:
+            return None
+        return self.pre_compress(messages[plan.boundary.start:plan.boundary.end])
 
     def _with_todos(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Re-inject open todo items right after the summary, where they read as background."""

@@ -8,7 +8,7 @@ the event bus.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
 from .compaction import Compactor
@@ -18,12 +18,19 @@ from .context.summary import LLMSummariser
 from .context.types import Summariser
 from .core.config import Config, ConfigError
 from .core.events import EventBus
+from .memory.manager import Memory
+from .memory.recall import LabRecall
 from .providers import OpenAICompatProvider, ProviderHandle, open_provider
 from .recovery import ProviderSlot
+from .search.labsync import LabSearch
 from .session import Session
 from .store import StoreWriter, default_lab_path
 from .tools import builtin_registry
+from .tools.session_search import session_search_tool
 from .tools.todo import TodoStore
+
+if TYPE_CHECKING:
+    from .tools.mcp import MCPManager
 
 
 def lab_path(config: Config) -> Path:
@@ -44,13 +51,32 @@ class Runtime:
         self.provider_handle: ProviderHandle = open_provider(self.config)
         self.todos = TodoStore()
         self.tools = builtin_registry(self.config.tools, todo_store=self.todos)
+        #: Memory files, skills, background review and memory provider (None when all are switched off).
+        self.memory = build_memory(self.config)
+        for tool in self.memory.tools() if self.memory is not None else ():
+            self.tools.register(tool)
         compactor = None
         if self.config.compression.enabled:
+            hook = self.memory.pre_compress if self.memory is not None and self.memory.provider is not None else None
             compactor = Compactor(self.config, make_summariser(self.config, self.provider_handle.provider),
-                                  todos=self.todos)
+                                  todos=self.todos, pre_compress=hook)
         self.fallbacks = fallback_slots(self.config)
         self.agent = Agent(self.provider_handle.provider, config=self.config, tools=self.tools, bus=self.bus,
-                           session=session, source=source, compactor=compactor, fallbacks=self.fallbacks)
+                           session=session, source=source, compactor=compactor, fallbacks=self.fallbacks,
+                           memory=self.memory)
+        #: Search over every session in the lab (None without a lab); each commit is indexed as it lands.
+        self.search: LabSearch | None = None
+        if self.writer is not None:
+            self.search = LabSearch(self.writer.path)
+            self.writer.on_commit(self.search.record)
+            self.tools.register(session_search_tool(self.search, lambda: self.agent.session.id))
+        #: The connected MCP servers (None without ``mcp_servers``); their tools are in ``self.tools``.
+        self.mcp: MCPManager | None = None
+        if self.config.mcp_servers:
+            from .tools.mcp import MCPManager
+
+            self.mcp = MCPManager(self.config.mcp_servers, bus=self.bus, session_id=lambda: self.agent.session.id)
+            self.mcp.start(self.tools)
 
     @property
     def lab_path(self) -> Path:
@@ -71,23 +97,45 @@ class Runtime:
         return target
 
     def close(self) -> None:
-        """End the session, write everything queued, stop the local server."""
+        """End the session, write everything queued, stop the MCP servers and the local server."""
         try:
+            if self.memory is not None:
+                self.memory.close()  # a running background review still needs the provider
             self.agent.close()
         finally:
             try:
                 if self.writer is not None:
                     self.writer.close()
+                if self.search is not None:
+                    self.search.close()
             finally:
-                self.provider_handle.close()
-                for slot in self.fallbacks:
-                    slot.provider.close()
+                try:
+                    if self.mcp is not None:
+                        self.mcp.close()
+                finally:
+                    self.provider_handle.close()
+                    for slot in self.fallbacks:
+                        slot.provider.close()
 
     def __enter__(self) -> "Runtime":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def memory_folder(config: Config) -> Path:
+    """Where MEMORY.md and USER.md live: ``memory.path``, or beside the lab database."""
+    return Path(config.memory.path) if config.memory.path else lab_path(config).parent
+
+
+def build_memory(config: Config) -> Memory | None:
+    """Memory for the configured folders and provider; None when memory files and skills are all off."""
+    memory = config.memory
+    if not (memory.memory_enabled or memory.user_profile_enabled or config.skills.enabled):
+        return None
+    provider = LabRecall(lab_path(config)) if memory.provider == "lab" else None
+    return Memory(config, memory_folder(config), skills_folder=config.skills.path, provider=provider)
 
 
 def fallback_slots(config: Config) -> list[ProviderSlot]:

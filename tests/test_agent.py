@@ -1,7 +1,6 @@
 import json
 import threading
 
-import pytest
 
 from hermeslab.agent import Agent
 from hermeslab.core.config import Config

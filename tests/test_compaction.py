@@ -5,10 +5,12 @@ import pytest
 from hermeslab.agent import Agent
 from hermeslab.compaction import Compactor, next_title
 from hermeslab.context.extractive import ExtractiveSummariser
+from hermeslab.context.presets import apply_preset
 from hermeslab.context.types import is_summary_message
 from hermeslab.core.config import Config
 from hermeslab.core.events import CompressionEvent, EventBus, Notice, SessionEnded, SessionStarted
 from hermeslab.core.messages import validate_messages
+from hermeslab.core.tokens import default_counter
 from hermeslab.providers.base import ProviderError
 from hermeslab.recovery import classify
 from hermeslab.runtime import Runtime
@@ -16,7 +18,7 @@ from hermeslab.store import open as open_lab
 from hermeslab.tools import builtin_registry
 from hermeslab.tools.todo import TodoStore
 
-from scripted_provider import ScriptedProvider, tool_call
+from scripted_provider import ScriptedProvider
 
 LONG = "The inventory report lists widget_{i} with 1{i}7 units in bin B-{i}. " * 12
 
@@ -130,6 +132,43 @@ def test_manual_compress_new_and_branch(tmp_path):
     fresh = agent.new_session()
     assert fresh != child and len(agent.messages) == 1
     assert agent.compactor.state.compression_count == 0
+
+
+def support_chat(turns: int) -> list[dict]:
+    messages = [{"role": "system", "content": "You are a support agent for a phone company. " * 300}]
+    for i in range(turns):
+        messages += [{"role": "user", "content": f"Question {i}: " + LONG.format(i=i)},
+                     {"role": "assistant", "content": f"Answer {i}: " + LONG.format(i=i + 1)}]
+    return messages
+
+
+SUPPORT_TOOLS = [{"type": "function", "function": {"name": "lookup_line", "description": "Find a phone line. " * 200,
+                                                    "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_the_tail_is_sized_after_the_system_prompt_and_tool_schemas(tmp_path):
+    messages = support_chat(20)
+    fixed = default_counter.count_message(messages[0]) + default_counter.count_tools(SUPPORT_TOOLS)
+    seed = Compactor(small_config(tmp_path, **{"model.context_length": 16_000}), ExtractiveSummariser())
+    budgets = seed.run(messages, trigger="manual", tools=SUPPORT_TOOLS).result.record["budgets"]
+    assert budgets["fixed_tokens"] == fixed > 3_000
+    assert budgets["tail_token_budget"] == int((seed.budgets.threshold_tokens - fixed) * 0.20)
+    assert seed.budgets.fixed_tokens == 0  # the trigger still reads the whole prompt against the whole threshold
+
+    hermes = Compactor(apply_preset(small_config(tmp_path, **{"model.context_length": 16_000}), "hermes-0.19"),
+                       ExtractiveSummariser())
+    assert hermes.budgets_for(messages, SUPPORT_TOOLS) == hermes.budgets
+
+
+def test_the_agent_counts_its_tool_schemas_as_fixed_cost(tmp_path):
+    replies = [{"content": LONG.format(i=i)} for i in range(8)]
+    agent, _, _, _ = chatty_agent(tmp_path, replies, **{"model.context_length": 200_000})
+    for i in range(8):
+        agent.chat(f"Report on widget_{i}.")
+    compaction = agent.compress()
+    schemas = agent.tools.schemas()
+    assert schemas and compaction.result.record["budgets"]["fixed_tokens"] == (
+        default_counter.count_message(agent.messages[0]) + default_counter.count_tools(schemas))
 
 
 def test_two_ineffective_compressions_switch_automatic_compression_off(tmp_path):

@@ -60,11 +60,14 @@ def test_summary_bodies_are_recovered_from_every_form():
 
 def test_assembly_merges_when_no_role_fits():
     head = [system(), user("task"), assistant("done")]
-    out, record = assemble(head, "the notes", [user("next please")], cfg=cfg())
+    tail = [user("next please")]
+    out, record = assemble(head, "the notes", tail, cfg=cfg())
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
     assert record["summary_role"] == "merged"
     assert out[3]["content"].startswith(SUMMARY_PREFIX) and out[3]["content"].endswith("next please")
     assert f"the notes\n\n{SUMMARY_END_MARKER}" in out[3]["content"]
+    # Unchanged messages pass through as they are; the merged one is new and the input is left alone.
+    assert all(a is b for a, b in zip(out[:3], head)) and tail == [user("next please")]
 
 
 def test_assembly_standalone_summary_is_flagged():

@@ -81,6 +81,25 @@ def test_bad_context_length_is_named(bad):
         derive_budgets(seed(), bad)
 
 
+def test_the_seed_sizes_the_tail_from_what_the_fixed_cost_leaves():
+    """7K of system prompt and tool schemas in a 16K window: the tail is a share of the 6.6K left for history."""
+    plain, fixed = derive_budgets(seed(), 16_000), derive_budgets(seed(), 16_000, fixed_tokens=7_000)
+    assert (plain.threshold_tokens, plain.tail_token_budget) == (13_600, 2_720)
+    assert (fixed.threshold_tokens, fixed.tail_token_budget, fixed.soft_tail_tokens) == (13_600, 1_320, 1_980)
+    assert fixed.as_record()["fixed_tokens"] == 7_000
+    assert derive_budgets(seed(), 16_000, fixed_tokens=20_000).tail_token_budget == 0
+
+
+def test_the_hermes_preset_ignores_the_fixed_cost():
+    assert derive_budgets(hermes(), 16_000, fixed_tokens=7_000).tail_token_budget == 2_720
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "7000", True, None])
+def test_bad_fixed_cost_is_named(bad):
+    with pytest.raises(ValueError, match="fixed_tokens must be a non-negative integer"):
+        derive_budgets(seed(), 16_000, fixed_tokens=bad)
+
+
 def test_presets_are_complete_and_restore_each_other():
     assert set(PRESETS["seed"]) == set(PRESETS["hermes-0.19"])
     there_and_back = apply_preset(apply_preset(Config(), "hermes-0.19"), "seed")

@@ -7,6 +7,7 @@ import json
 from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of, validate_messages
 from hermeslab.context.budget import derive_budgets
+from hermeslab.context.estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
 from hermeslab.context.pipeline import ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress
 from hermeslab.context.presets import apply_preset
 from hermeslab.context.types import SUMMARY_END_MARKER, SUMMARY_PREFIX, SummaryOutcome, is_summary_message
@@ -165,6 +166,38 @@ def test_latest_request_right_after_the_head_stays_verbatim():
     assert seed.messages[:2] == messages[:2]
     for result in (hermes, seed):
         assert any(m == messages[1] for m in result.messages)
+
+
+def test_a_request_behind_a_merged_summary_is_the_latest_user_message():
+    """An imported conversation whose newest user message is a summary merged ahead of the real request."""
+    ask = "Now deploy the fix to staging."
+    merged = {"role": "user", "content": f"{SUMMARY_PREFIX}\nolder work\n\n{SUMMARY_END_MARKER}\n\n{ask}"}
+    messages = [system(), user(TASK), assistant("On it."), merged]
+    for i in range(20):
+        messages += tool_turn(f"c{i}", "terminal", {"command": f"step {i}"}, text(600, i), note=f"Step {i}.")
+    result = run(messages)
+    assert result.record["outcome"] == "compressed"
+    assert result.record["latest_user"] == {"index": 3, "merged": True, "reinserted": True}
+    after = [i for i, m in enumerate(result.messages) if m["role"] == "user" and m["content"] == ask]
+    summary_at = max(i for i, m in enumerate(result.messages) if is_summary_message(m))
+    assert len(after) == 1 and after[0] > summary_at
+    assert all(m["role"] == "tool" for m in result.messages[summary_at + 1:after[0]])
+    assert [m for m in result.messages if m["role"] == "user" and m["content"] == TASK] == [user(TASK)]
+    validate_messages(result.messages)
+    hermes = run(messages, preset="hermes-0.19")  # Hermes looks past the merged request to the task
+    assert hermes.record["latest_user"]["index"] == 1 and not hermes.record["latest_user"]["merged"]
+
+
+def test_remembered_sizes_measure_each_message_once_and_sum_to_the_list_estimate():
+    measured = []
+    sizes = RememberedSizes(lambda message: measured.append(message) or len(message["content"]))
+    ask = user("abc")
+    assert [sizes(ask), sizes(dict(ask)), sizes(ask)] == [3, 3, 3] and len(measured) == 2
+    messages = agent_session(turns=4)
+    for preset in ("seed", "hermes-0.19"):
+        c = cfg(preset)
+        summed = summed_list_estimator(c, RememberedSizes(message_estimator(c)))
+        assert summed(messages) == list_estimator(c)(messages)
 
 
 def test_a_summary_that_would_grow_the_context_is_refused():

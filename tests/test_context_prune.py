@@ -170,5 +170,7 @@ def test_compact_json_is_rewritten_only_by_the_hermes_preset():
 def test_pruning_never_mutates_its_input():
     messages = _with_duplicates() + [assistant("", [call("c9", "write_file", {"content": "q" * 900})]), tool("c9", "x" * 300)]
     snapshot = copy.deepcopy(messages)
-    prune_messages(messages, prune_boundary=len(messages), cfg=cfg("hermes-0.19"))
+    pruned, decisions = prune_messages(messages, prune_boundary=len(messages), cfg=cfg("hermes-0.19"))
     assert messages == snapshot
+    rewritten = {d.index for d in decisions}
+    assert rewritten and all((pruned[i] is messages[i]) is (i not in rewritten) for i in range(len(messages)))

@@ -27,3 +27,19 @@ def test_payload_excludes_envelope():
     payload = event.payload()
     assert payload["message"]["content"] == "hi"
     assert "session_id" not in payload and "trace_id" not in payload
+
+
+def test_a_subscriber_may_name_the_events_it_wants_and_emitters_can_ask():
+    bus = EventBus()
+    assert not bus.wants(TurnFinished)
+    finished: list = []
+    unsubscribe = bus.subscribe(finished.append, kinds=(TurnFinished,))
+    assert bus.wants(TurnFinished) and not bus.wants(MessageAdded)
+    bus.publish(MessageAdded(session_id="s", message_id="m", parent_id=None, seq=0, message={}))
+    bus.publish(TurnFinished(session_id="s"))
+    assert [e.kind for e in finished] == ["turn_finished"]
+    everything = bus.subscribe(lambda event: None)
+    assert bus.wants(MessageAdded)
+    everything()
+    unsubscribe()
+    assert not bus.wants(TurnFinished)

@@ -286,7 +286,7 @@ def test_export_writes_markdown_and_the_recorded_session_format(shell, tmp_path)
     lines = (tmp_path / "out" / "chat.jsonl").read_text().splitlines()
     assert len(lines) == 1
     record = json.loads(lines[0])
-    assert set(record) == {"id", "source", "model", "messages", "tools", "meta"}
+    assert set(record) == {"id", "source", "license", "model", "messages", "tools", "meta"}
     assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
     assert all(isinstance(m["content"], str) for m in record["messages"])
     assert record["messages"][2]["tool_calls"][0]["function"]["name"] == "read_file"

@@ -29,6 +29,7 @@ from hermeslab.recovery import (
     visible_text,
 )
 from hermeslab.recovery.empty import prior_housekeeping_text
+from hermeslab.recovery.repair import read_tool_arguments
 from hermeslab.tools import builtin_registry
 
 from scripted_provider import tool_call
@@ -149,6 +150,26 @@ def test_malformed_arguments_are_found_by_call_id():
     assert malformed_tool_calls(message) == ["bad", "list"]
 
 
+def test_tool_arguments_are_read_once_and_the_reading_can_be_passed_on():
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        tool_call("ok", "f", '{"a": 1}'), tool_call("bad", "f", '{"a": 1')]}
+    parsed = read_tool_arguments(message)
+    assert parsed[0] == {"a": 1}
+    assert isinstance(parsed[1], ValueError) and "not valid JSON" in str(parsed[1])
+    assert malformed_tool_calls(message, parsed) == ["bad"]
+    assert malformed_tool_calls(message, [{}, ValueError("judged broken elsewhere")]) == ["bad"]
+    with pytest.raises(ValueError):
+        malformed_tool_calls(message, parsed[:1])
+
+
+def test_a_reply_without_lone_surrogates_needs_no_repair():
+    clean = {"role": "assistant", "content": "caf\u00e9 \U0001F680",
+             "tool_calls": [tool_call("c", "f", '{"x": "\u00fc"}'), "not a call"]}
+    assert repair_message_encoding(clean) is None
+    broken = {**clean, "tool_calls": [tool_call("c", "f", '{"x": "\udc80"}')]}
+    assert repair_message_encoding(broken)["tool_calls"][0]["function"]["arguments"] == '{"x": "\ufffd"}'
+
+
 # ---------------------------------------------------------------- in the loop
 
 
@@ -259,6 +280,21 @@ def test_broken_tool_arguments_are_asked_again_before_any_tool_runs(tmp_path):
     ran = [m["tool_call_id"] for m in agent.messages if m["role"] == "tool"]
     assert ran == ["c2"]
     assert recoveries(events) == [("malformed_tool_arguments", "retry", "recovered")]
+
+
+def test_arguments_still_broken_after_the_retries_reach_the_tool_as_sent_and_the_history_wrapped(tmp_path):
+    (tmp_path / "a.txt").write_text("alpha\n")
+    agent, _, _ = make_agent(tmp_path, [
+        reply(None, finish="tool_calls", calls=[tool_call("c1", "read_file", '{"path": "a.txt"}'),
+                                                tool_call("c2", "read_file", '{"path": "a.txt"')]),
+        reply("done")], **{"recovery.max_argument_retries": 0})
+    assert agent.chat("read a.txt").text == "done"
+    [assistant] = [m for m in agent.messages if m.get("tool_calls")]
+    sent = [call["function"]["arguments"] for call in assistant["tool_calls"]]
+    assert sent == ['{"path": "a.txt"}', json.dumps({"_unparsed_arguments": '{"path": "a.txt"'})]
+    results = {m["tool_call_id"]: m["content"] for m in agent.messages if m["role"] == "tool"}
+    assert "alpha" in results["c1"]
+    assert results["c2"].startswith("invalid arguments for read_file: arguments are not valid JSON")
 
 
 def test_lone_surrogates_in_a_reply_are_repaired_before_they_reach_the_history(tmp_path):

@@ -122,6 +122,17 @@ def test_invalid_arguments_give_an_error_result_and_never_reach_the_handler(argu
     assert seen == []
 
 
+def test_arguments_parsed_by_the_caller_are_used_as_given():
+    registry, seen = counting_registry()
+    calls = [call("c1", "read_file", {"path": "a"}), call("c2", "read_file", "{broken")]
+    results = run(calls, registry, parsed_arguments=[{"path": "b"}, ValueError("arguments are not valid JSON")])
+    assert seen == [{"path": "b"}]
+    assert results[1].is_error and results[1].content == "invalid arguments for read_file: arguments are not valid JSON"
+    assert results[1].arguments == "{broken" and results[1].attempts == 0
+    with pytest.raises(ValueError, match="parsed_arguments holds 1 entries for 2 calls"):
+        run(calls, registry, parsed_arguments=[{}])
+
+
 def test_valid_arguments_reach_the_handler_and_empty_arguments_mean_an_empty_object():
     registry, seen = counting_registry()
     results = run([call("c1", "read_file", {"path": "a", "n": 2})], registry)

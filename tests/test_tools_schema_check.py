@@ -42,6 +42,15 @@ def test_valid_arguments_pass():
     validate({"path": "a", "count": 3.0, "mode": "b", "tags": ["x"], "either": None, "nested": {"x": 1}}, SCHEMA)
 
 
+def test_an_object_is_judged_against_every_type_name():
+    validate({"a": 1}, {"type": ["null", "object"]})
+    validate({"a": 1}, {"type": "any-unknown-name"})  # unknown names are ignored, never guessed at
+    with pytest.raises(SchemaViolation, match=r"is not of type 'string' or 'array'"):
+        validate({"a": 1}, {"type": ["string", "array"]})
+    with pytest.raises(SchemaViolation, match=r"is not of type 'object'"):
+        validate([1], {"type": "object"})
+
+
 def test_unusable_schemas_are_refused():
     check_schema(SCHEMA)
     with pytest.raises(ValueError, match="unknown type 'text'"):

@@ -161,9 +161,13 @@ def _with_system_note(head: list[dict]) -> bool:
 
 def assemble(head: Sequence[dict], body: str, tail: Sequence[dict], *,
              cfg: CompressionConfig) -> tuple[list[dict], dict]:
-    """The compressed conversation and a record of how it was put together."""
-    head = [dict(m) for m in head]
-    tail = [dict(m) for m in tail]
+    """The compressed conversation and a record of how it was put together.
+
+    A message the assembly changes is a new dict; the others pass through as
+    they are (no phase edits a message in place), so their sizes stay known.
+    """
+    head = list(head)
+    tail = list(tail)
     noted = _with_system_note(head) if cfg.system_note else False
     role, why = choose_summary_role(head, tail)
     text = summary_text(body)

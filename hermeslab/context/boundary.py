@@ -34,6 +34,7 @@ then re-inserts, unmerged, after the summary).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
@@ -92,43 +93,42 @@ def newest_group_tail(messages: Sequence[dict], head_end: int) -> int:
     return min(1, total - head_end)
 
 
-def _walk_back(messages: Sequence[dict], head_end: int, limit: int, min_tail: int,
-               estimate: Callable[[dict], int]) -> int:
+def _suffix_tokens(messages: Sequence[dict], estimate: Callable[[dict], int]) -> list[int]:
+    """``after[i]``: the tokens of ``messages[i:]``; every tail the rules weigh is then one lookup."""
+    return list(accumulate(map(estimate, reversed(messages)), initial=0))[::-1]
+
+
+def _walk_back(after: Sequence[int], head_end: int, limit: int, min_tail: int) -> int:
     """Cut before the newest message that would take the tail past ``limit`` (once ``min_tail`` is met)."""
-    total = len(messages)
-    used = 0
+    total = len(after) - 1
     cut = total
     for index in range(total - 1, head_end - 1, -1):
-        tokens = estimate(messages[index])
-        if used + tokens > limit and total - index >= min_tail:
+        if after[index] > limit and total - index >= min_tail:
             break
-        used += tokens
         cut = index
     return cut
 
 
-def _fill_budget(messages: Sequence[dict], head_end: int, limit: int, estimate: Callable[[dict], int]) -> int:
+def _fill_budget(after: Sequence[int], head_end: int, limit: int) -> int:
     """Cut at the newest message whose inclusion takes the tail past ``limit`` (that message stays)."""
-    used = 0
-    for index in range(len(messages) - 1, head_end - 1, -1):
-        used += estimate(messages[index])
-        if used > limit:
+    for index in range(len(after) - 2, head_end - 1, -1):
+        if after[index] > limit:
             return index
     return head_end
 
 
 def _tail_by_tokens(messages: Sequence[dict], head_end: int, budgets: Budgets, cfg: CompressionConfig,
-                    estimate: Callable[[dict], int], reasons: list[str]) -> int:
+                    after: Sequence[int], reasons: list[str]) -> int:
     total = len(messages)
     if cfg.fit_tail_to_budget:
         min_tail = min(newest_group_tail(messages, head_end), max(0, total - head_end - 1))
     else:
         min_tail = min_tail_messages(total, head_end, cfg)
-    cut = _walk_back(messages, head_end, budgets.soft_tail_tokens, min_tail, estimate)
+    cut = _walk_back(after, head_end, budgets.soft_tail_tokens, min_tail)
     if cut <= head_end:
         # Everything fits the soft budget: keep just over the plain budget so something is left to summarise.
         reasons.append("whole_fits_soft_budget")
-        cut = _fill_budget(messages, head_end, budgets.tail_token_budget, estimate)
+        cut = _fill_budget(after, head_end, budgets.tail_token_budget)
     if cut > total - min_tail:
         reasons.append("min_tail")
         cut = total - min_tail
@@ -136,7 +136,7 @@ def _tail_by_tokens(messages: Sequence[dict], head_end: int, budgets: Budgets, c
         reasons.append("whole_fits_budget")
         cut = max(total - min_tail, head_end + 1)
     aligned = align_backward(messages, cut)
-    if aligned != cut and cfg.fit_tail_to_budget and _tokens(messages[aligned:], estimate) > budgets.soft_tail_tokens:
+    if aligned != cut and cfg.fit_tail_to_budget and after[aligned] > budgets.soft_tail_tokens:
         # Keeping the whole group would break the budget: summarise all of it instead.
         forward = align_forward(messages, cut)
         if forward <= total - min_tail:
@@ -160,14 +160,14 @@ def choose_boundary(messages: Sequence[dict], *, budgets: Budgets, cfg: Compress
     total = len(messages)
     if total <= head_size + MIN_MESSAGES_BEYOND_HEAD:
         return Boundary(head_size, head_size, head_size, ("too_small",))
-    estimate = _remembered(estimate)
+    after = _suffix_tokens(messages, estimate)
     reasons: list[str] = ["iterative_head" if iterative else "first_head"]
     head_end = align_forward(messages, head_size)
-    cut = _tail_by_tokens(messages, head_end, budgets, cfg, estimate, reasons)
+    cut = _tail_by_tokens(messages, head_end, budgets, cfg, after, reasons)
 
     user = last_real_user_index(messages, head_end)
     if user is not None and user < cut:
-        if user > head_end and cfg.fit_tail_to_budget and _tokens(messages[user:], estimate) > budgets.soft_tail_tokens:
+        if user > head_end and cfg.fit_tail_to_budget and after[user] > budgets.soft_tail_tokens:
             reasons.append("latest_user_over_budget")
         elif user > head_end:
             reasons.append("latest_user")
@@ -183,7 +183,7 @@ def choose_boundary(messages: Sequence[dict], *, budgets: Budgets, cfg: Compress
     reply = last_assistant_reply_index(messages, head_end)
     if reply is not None and reply < cut:
         moved = max(align_backward(messages, reply), head_end + 1)
-        if cfg.cap_reply_anchor and _tokens(messages[moved:], estimate) > budgets.soft_tail_tokens:
+        if cfg.cap_reply_anchor and after[moved] > budgets.soft_tail_tokens:
             reasons.append("last_reply_over_budget")
         else:
             reasons.append("last_reply")
@@ -196,13 +196,12 @@ def choose_boundary(messages: Sequence[dict], *, budgets: Budgets, cfg: Compress
         end = align_forward(messages, previous_summary_index + 1)
     if (cfg.keep_latest_user and end < total and end == last_real_user_index(messages, head_end)
             and choose_summary_role(messages[:head_end], messages[end:])[0] is None):
-        end = _unmerged_end(messages, end, head_end, previous_summary_index, budgets, cfg, estimate, reasons)
+        end = _unmerged_end(messages, end, head_end, previous_summary_index, budgets, cfg, after, reasons)
     return Boundary(head_end, end, head_size, tuple(reasons))
 
 
 def _unmerged_end(messages: Sequence[dict], end: int, head_end: int, previous_summary_index: int | None,
-                  budgets: Budgets, cfg: CompressionConfig, estimate: Callable[[dict], int],
-                  reasons: list[str]) -> int:
+                  budgets: Budgets, cfg: CompressionConfig, after: Sequence[int], reasons: list[str]) -> int:
     """A tail start other than the latest user message, which the summary would otherwise be merged into.
 
     Preferably one group earlier; when that group breaks the budget, just past
@@ -211,7 +210,7 @@ def _unmerged_end(messages: Sequence[dict], end: int, head_end: int, previous_su
     earlier = align_backward(messages, end) if messages[end - 1].get("role") == "tool" else end - 1
     floor = head_end if previous_summary_index is None else max(head_end, previous_summary_index)
     later = align_forward(messages, end + 1)
-    fits = not cfg.fit_tail_to_budget or _tokens(messages[earlier:], estimate) <= budgets.soft_tail_tokens
+    fits = not cfg.fit_tail_to_budget or after[earlier] <= budgets.soft_tail_tokens
     if earlier > floor and (fits or later >= len(messages)):
         reasons.append("latest_user_not_merged")
         return earlier
@@ -219,24 +218,3 @@ def _unmerged_end(messages: Sequence[dict], end: int, head_end: int, previous_su
         reasons.append("latest_user_reinserted")
         return later
     return end
-
-
-def _tokens(messages: Sequence[dict], estimate: Callable[[dict], int]) -> int:
-    return sum(estimate(m) for m in messages)
-
-
-def _remembered(estimate: Callable[[dict], int]) -> Callable[[dict], int]:
-    """``estimate`` answering each message once: the walks and anchors size the same messages again.
-
-    Keyed by identity, which is stable because the list being cut holds every
-    message for as long as the boundary is being chosen.
-    """
-    sizes: dict[int, int] = {}
-
-    def sized(message: dict) -> int:
-        key = id(message)
-        if key not in sizes:
-            sizes[key] = estimate(message)
-        return sizes[key]
-
-    return sized

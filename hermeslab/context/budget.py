@@ -1,13 +1,13 @@
 """Token budgets derived from the window size: when to compress, how much to keep, how long a summary may be.
 
-All values are derived once per (config, window, output cap) so that every
+All values are derived once per (config, window, output cap, fixed cost) so that every
 phase and the trigger policy compare against the same numbers, and so the
 numbers can be logged next to each decision.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from hermeslab.core.config import CompressionConfig
 
@@ -31,9 +31,11 @@ class Budgets:
     max_summary_tokens: int
     #: The threshold fraction after the small-window rule.
     threshold_percent: float
+    #: Tokens every request carries whatever is compressed (system prompt, tool schemas).
+    fixed_tokens: int = 0
 
     def as_record(self) -> dict:
-        return asdict(self)
+        return dict(vars(self))  # every field is a number: no need for asdict's deep copy
 
 
 def effective_threshold_percent(cfg: CompressionConfig, context_length: int) -> float:
@@ -43,17 +45,25 @@ def effective_threshold_percent(cfg: CompressionConfig, context_length: int) -> 
     return cfg.threshold
 
 
-def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None) -> Budgets:
+def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None,
+                   fixed_tokens: int = 0) -> Budgets:
     """Budgets for a window of ``context_length`` tokens with ``max_tokens`` reserved for output.
 
     The threshold has a floor (``min_threshold_tokens``) so that mid-sized windows
     do not compress early; when that floor would reach the whole window, the
     trigger falls back to ``min_trigger_ratio`` of it, always leaving at least
     one token of headroom. An output cap that would leave no room is ignored.
+
+    The tail is ``target_ratio`` of the threshold, or, with ``tail_after_fixed_cost``,
+    of what the threshold leaves once ``fixed_tokens`` (system prompt and tool
+    schemas, which no compression removes) are paid: otherwise a large fixed
+    cost plus a full-size tail lands the compressed prompt back at the threshold.
     """
     validate_compression_config(cfg)
     if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length <= 0:
         raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
+    if isinstance(fixed_tokens, bool) or not isinstance(fixed_tokens, int) or fixed_tokens < 0:
+        raise ValueError(f"fixed_tokens must be a non-negative integer, got {fixed_tokens!r}")
     effective = context_length
     if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
         if context_length - max_tokens > 0:
@@ -63,7 +73,8 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     if threshold >= effective:
         threshold = max(1, min(int(effective * cfg.min_trigger_ratio), effective - 1))
     ratio = min(max(cfg.target_ratio, _TARGET_RATIO_RANGE[0]), _TARGET_RATIO_RANGE[1])
-    tail = int(threshold * ratio)
+    history = max(0, threshold - fixed_tokens) if cfg.tail_after_fixed_cost else threshold
+    tail = int(history * ratio)
     return Budgets(
         context_length=context_length,
         effective_window=effective,
@@ -72,6 +83,7 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
         soft_tail_tokens=int(tail * cfg.soft_tail_factor),
         max_summary_tokens=min(int(context_length * cfg.summary_context_share), cfg.summary_max_tokens),
         threshold_percent=percent,
+        fixed_tokens=fixed_tokens,
     )
 
 

@@ -8,7 +8,8 @@ summary and the assembly, and guarantees:
   messages come back with ``aborted=True`` (``abort_keeps_original``;
   Hermes returns its pruned copy, which the ``hermes-0.19`` preset reproduces);
 * the latest real user message is present verbatim afterwards (re-inserted
-  after the summary if a boundary rule summarised it);
+  after the summary if a boundary rule summarised it); when the newest user
+  message is a summary merged ahead of a request, that request is the one kept;
 * the task that opened the conversation survives every compaction
   (``keep_original_task``): verbatim in the kept messages, or quoted in the
   summary — it is handed to the summariser as part of the focus and, if the
@@ -35,9 +36,9 @@ from .anchors import anchor_budget, collect_anchors, parse_anchor_block, render_
 from .assemble import assemble, split_summary
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import Budgets, summary_budget
-from .estimate import list_estimator, message_estimator
+from .estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
 from .prune import PruneDecision, compute_prune_boundary, prune_messages
-from .turns import first_real_user_index, last_real_user_index
+from .turns import first_real_user_index, is_real_user_message
 from .types import SummaryOutcome, SummaryRequest, Summariser, is_summary_message
 
 #: Longest original-task quote carried in a summary.
@@ -103,15 +104,36 @@ class CompressionResult:
     condensed: int = 0
 
 
-def _newest_summary(messages: Sequence[dict], lower: int, upper: int) -> int | None:
-    for index in range(min(upper, len(messages)) - 1, lower - 1, -1):
-        if is_summary_message(messages[index]):
-            return index
-    return None
-
-
 def _first_index(messages: Sequence[dict]) -> int:
     return 1 if messages and messages[0].get("role") == "system" else 0
+
+
+def _summary_indices(messages: Sequence[dict]) -> list[int]:
+    """Where the handoff summaries are (the system prompt aside), oldest first."""
+    return [index for index in range(_first_index(messages), len(messages)) if is_summary_message(messages[index])]
+
+
+def _newest_pruned_summary(pruned: Sequence[dict], summaries: Sequence[int], decisions: Sequence[PruneDecision],
+                           upper: int) -> int | None:
+    """The newest handoff summary before ``upper`` in the pruned copy of a list whose summaries are ``summaries``.
+
+    Only a message pruning rewrote can have changed its verdict, so only those
+    and the input's summaries are looked at again.
+    """
+    candidates = set(summaries).union(decision.index for decision in decisions)
+    lower = _first_index(pruned)
+    return max((index for index in candidates if lower <= index < upper and is_summary_message(pruned[index])),
+               default=None)
+
+
+def _own_part(summary: dict) -> dict | None:
+    """The message a summary was merged ahead of, as it was before the merge; None for a plain summary."""
+    rest = split_summary(summary)[1]
+    if rest is None:
+        return None
+    own = {key: value for key, value in summary.items() if key != "_compressed_summary"}
+    own["content"] = rest
+    return own
 
 
 def _span_of(messages: Sequence[dict], boundary: Boundary, summary_at: int | None) -> list[dict]:
@@ -119,12 +141,31 @@ def _span_of(messages: Sequence[dict], boundary: Boundary, summary_at: int | Non
     if summary_at is None:
         return list(messages[boundary.start:boundary.end])
     span = list(messages[max(boundary.start, summary_at + 1):boundary.end])
-    rest = split_summary(messages[summary_at])[1]
-    if rest is not None and summary_at >= boundary.start:
-        # A summary merged into a message: that message's own content is still history.
-        own = {k: v for k, v in messages[summary_at].items() if k != "_compressed_summary"}
-        span = [{**own, "content": rest}] + span
+    own = _own_part(messages[summary_at])
+    if own is not None and summary_at >= boundary.start:
+        span = [own] + span  # that message's own content is still history
     return span
+
+
+def _latest_user_request(messages: Sequence[dict], *, inside_summaries: bool) -> tuple[int, dict, bool] | None:
+    """(index, message, merged) of the newest real user request.
+
+    A summary merged ahead of a user message hides that message from
+    ``last_real_user_index``; with ``inside_summaries`` its own part is the
+    request, not an older one (Hermes looks past it).
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "user":
+            continue
+        if not is_summary_message(message):
+            if is_real_user_message(message):
+                return index, message, False
+        elif inside_summaries:
+            own = _own_part(message)
+            if own is not None and is_real_user_message(own):
+                return index, own, True
+    return None
 
 
 def plan_compression(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets,
@@ -134,9 +175,15 @@ def plan_compression(messages: list[dict], *, cfg: CompressionConfig, budgets: B
     Raises MessageValidationError for malformed input, e.g. a tool result that
     answers no earlier call: repair such lists with ``repair_messages`` first.
     """
+    return _plan(messages, cfg=cfg, budgets=budgets, state=state, sizes=RememberedSizes(message_estimator(cfg)))
+
+
+def _plan(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, state: CompressionState,
+          sizes: RememberedSizes) -> CompressionPlan:
+    """``plan_compression`` measuring with ``sizes``, which the caller goes on using for the summary span."""
     validate_messages(messages)
-    estimate = message_estimator(cfg)
-    found = _newest_summary(messages, _first_index(messages), len(messages)) if cfg.summary_aware_head else None
+    summaries = _summary_indices(messages)
+    found = summaries[-1] if summaries and cfg.summary_aware_head else None
     # A carried-over summary means a compaction already happened in this conversation.
     count = state.compression_count or (1 if state.previous_summary else 0)
     head = protected_head_size(messages, cfg, iterative=count >= 1 or found is not None)
@@ -146,21 +193,21 @@ def plan_compression(messages: list[dict], *, cfg: CompressionConfig, budgets: B
     if len(messages) <= head + MIN_MESSAGES_BEYOND_HEAD:
         boundary = Boundary(head, head, head, ("too_small",))
         record.update(prune={"boundary": 0, "decisions": []}, boundary=boundary.as_record())
-        return CompressionPlan(0, [dict(m) for m in messages], [], boundary, None, [], None, record)
+        return CompressionPlan(0, list(messages), [], boundary, None, [], None, record)
 
     prune_at = compute_prune_boundary(messages, tail_token_budget=budgets.tail_token_budget,
-                                      protect_last_n=cfg.protect_last_n, estimate=estimate)
+                                      protect_last_n=cfg.protect_last_n, estimate=sizes)
     pruned, decisions = prune_messages(messages, prune_boundary=prune_at, cfg=cfg,
                                        head_end=0 if cfg.prune_head else head)
     boundary = choose_boundary(pruned, budgets=budgets, cfg=cfg, compression_count=count,
-                               previous_summary_index=found, estimate=estimate)
+                               previous_summary_index=found, estimate=sizes)
     record.update(prune={"boundary": prune_at, "protected_head": 0 if cfg.prune_head else head,
                          "decisions": [d.as_record() for d in decisions]},
                   boundary=boundary.as_record())
     if boundary.empty:
         return CompressionPlan(prune_at, pruned, decisions, boundary, None, [], None, record)
 
-    summary_at = _newest_summary(pruned, _first_index(pruned), boundary.end)
+    summary_at = _newest_pruned_summary(pruned, summaries, decisions, boundary.end)
     previous = None
     if summary_at is not None:
         body = split_summary(pruned[summary_at])[0]
@@ -243,8 +290,10 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
              estimate_tokens: Callable[[Sequence[dict]], int] | None = None,
              memory_context: str | None = None) -> CompressionResult:
     """Compress ``messages`` once; updates ``state`` only when a summary was inserted."""
-    estimate_tokens = estimate_tokens or list_estimator(cfg)
-    plan = plan_compression(messages, cfg=cfg, budgets=budgets, state=state)
+    sizes = RememberedSizes(message_estimator(cfg))
+    if estimate_tokens is None or estimate_tokens is list_estimator(cfg):
+        estimate_tokens = summed_list_estimator(cfg, sizes)
+    plan = _plan(messages, cfg=cfg, budgets=budgets, state=state, sizes=sizes)
     record = dict(plan.record, messages_before=len(messages))
     before = estimate_tokens(messages)
     if plan.boundary.empty:
@@ -264,7 +313,7 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
             line = f"{ORIGINAL_TASK_LABEL} {_task_quote(task)}"
             request_focus = f"{focus}\n\n{line}" if focus else line
 
-    span_tokens = sum(map(message_estimator(cfg), plan.span))
+    span_tokens = sum(map(sizes, plan.span))
     request = SummaryRequest(span=plan.span, previous_summary=plan.previous_summary, focus=request_focus,
                              budget_tokens=summary_budget(cfg, budgets, span_tokens), memory_context=memory_context)
     try:
@@ -294,12 +343,12 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
             inserted = f"{body}\n\n{render_anchor_block(anchors)}"
 
     assembled, record["assembly"] = assemble(head, inserted, tail, cfg=cfg)
-    latest_index = last_real_user_index(messages)
-    reinserted = False
-    if latest_index is not None and not _user_content_present(assembled, messages[latest_index]):
-        assembled = _reinsert_latest_user(assembled, messages[latest_index])
-        reinserted = True
-    record["latest_user"] = {"index": latest_index, "reinserted": reinserted}
+    latest_index, latest, merged = (_latest_user_request(messages, inside_summaries=cfg.keep_latest_user)
+                                    or (None, None, False))
+    reinserted = latest is not None and not _user_content_present(assembled, latest)
+    if reinserted:
+        assembled = _reinsert_latest_user(assembled, latest)
+    record["latest_user"] = {"index": latest_index, "merged": merged, "reinserted": reinserted}
 
     after = estimate_tokens(assembled)
     if after >= before:

@@ -47,6 +47,7 @@ _SEED: dict[str, Any] = {
     "compression.strip_old_images": False,
     "compression.rewrite_unshrunk_args": False,
     "compression.name_duplicate_source": True,
+    "compression.tail_after_fixed_cost": True,
 }
 
 _HERMES_0_19: dict[str, Any] = {
@@ -70,6 +71,7 @@ _HERMES_0_19: dict[str, Any] = {
     "compression.strip_old_images": True,
     "compression.rewrite_unshrunk_args": True,
     "compression.name_duplicate_source": False,
+    "compression.tail_after_fixed_cost": False,
 }
 
 #: Dotted config overrides per preset name.

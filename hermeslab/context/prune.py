@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
-from hermeslab.core.messages import parse_tool_arguments
 
 from .estimate import is_image_part
 
@@ -36,7 +35,7 @@ TRUNCATION_MARKER = "...[truncated]"
 _ONE_LINE_MAX_CHARS = 180
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PruneDecision:
     index: int
     #: ``dedupe``, ``one_line``, ``image_placeholder`` or ``shrink_args``.
@@ -238,8 +237,7 @@ def one_line_description(tool_name: str, arguments: dict, result: str) -> str:
 # ---------------------------------------------------------------- passes
 
 
-def _is_marker(text: str) -> bool:
-    return text.startswith((DUPLICATE_MARKER, IMAGE_PLACEHOLDER))
+_MARKERS = (DUPLICATE_MARKER, IMAGE_PLACEHOLDER)
 
 
 def _call_index(messages: Sequence[dict]) -> dict[str, tuple[str, Any]]:
@@ -256,11 +254,29 @@ def _call_index(messages: Sequence[dict]) -> dict[str, tuple[str, Any]]:
     return calls
 
 
-def _arguments(raw: Any) -> dict:
-    try:
-        return parse_tool_arguments(raw)
-    except ValueError:
+_NOT_JSON = object()
+
+
+def _parsed(raw: str, memo: dict[str, Any]) -> Any:
+    """``raw`` as JSON (``_NOT_JSON`` when it is not), parsed once per prune.
+
+    Describing a result and shrinking its call read the same arguments, which
+    for write_file hold a whole file.
+    """
+    if raw not in memo:
+        try:
+            memo[raw] = json.loads(raw)
+        except ValueError:
+            memo[raw] = _NOT_JSON
+    return memo[raw]
+
+
+def _arguments(raw: Any, memo: dict[str, Any]) -> dict:
+    """The arguments as an object; anything else (missing, not JSON, not an object) reads as none."""
+    if not isinstance(raw, str) or not raw.strip():
         return {}
+    value = _parsed(raw, memo)
+    return value if isinstance(value, dict) else {}
 
 
 def _shrink_leaves(value: Any, limit: int) -> tuple[Any, int]:
@@ -305,33 +321,36 @@ def _dedupe(out: list[dict], calls: dict, floor: int, cfg: CompressionConfig) ->
     return decisions
 
 
-def _describe_old_results(out: list[dict], calls: dict, floor: int, boundary: int,
-                          cfg: CompressionConfig) -> list[PruneDecision]:
+def _describe_old_results(out: list[dict], calls: dict, floor: int, boundary: int, cfg: CompressionConfig,
+                          memo: dict[str, Any]) -> list[PruneDecision]:
     decisions = []
+    min_chars = cfg.prune_min_chars
     for index in range(floor, boundary):
         message = out[index]
         if message.get("role") != "tool":
             continue
         content = message.get("content")
-        if isinstance(content, list) and any(is_image_part(p) for p in content):
+        if isinstance(content, str):
+            if len(content) <= min_chars or content.startswith(_MARKERS):
+                continue
+            call = calls.get(message.get("tool_call_id", ""))
+            name, raw = call if call is not None else (message.get("name", ""), None)
+            line = one_line_description(name, _arguments(raw, memo), content)
+            out[index] = {**message, "content": line}
+            decisions.append(PruneDecision(index, "one_line", f"{len(content):,} chars -> {line}"))
+        elif isinstance(content, list) and any(is_image_part(p) for p in content):
             parts = [p if not is_image_part(p) else {"type": "text", "text": IMAGE_PLACEHOLDER} for p in content]
             images = sum(1 for p in content if is_image_part(p))
             out[index] = {**message, "content": parts}
             decisions.append(PruneDecision(index, "image_placeholder", f"{images} image part(s)"))
-        elif isinstance(content, str) and len(content) > cfg.prune_min_chars and not _is_marker(content):
-            name, raw = calls.get(message.get("tool_call_id", ""), (message.get("name", ""), None))
-            line = one_line_description(name, _arguments(raw), content)
-            out[index] = {**message, "content": line}
-            decisions.append(PruneDecision(index, "one_line", f"{len(content):,} chars -> {line}"))
     return decisions
 
 
-def _shrunk_arguments(arguments: str, cfg: CompressionConfig) -> tuple[str, int] | None:
+def _shrunk_arguments(arguments: str, cfg: CompressionConfig, memo: dict[str, Any]) -> tuple[str, int] | None:
     """(new arguments, values cut) for one long argument string, or None to leave it alone."""
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return None  # not JSON: no safe way to shorten it
+    parsed = _parsed(arguments, memo)
+    if parsed is _NOT_JSON:
+        return None  # no safe way to shorten it
     parsed, cuts = _shrink_leaves(parsed, cfg.shrink_leaf_chars)
     if not cuts and not cfg.rewrite_unshrunk_args:
         return None
@@ -339,7 +358,8 @@ def _shrunk_arguments(arguments: str, cfg: CompressionConfig) -> tuple[str, int]
     return (text, cuts) if text != arguments else None
 
 
-def _shrink_arguments(out: list[dict], floor: int, boundary: int, cfg: CompressionConfig) -> list[PruneDecision]:
+def _shrink_arguments(out: list[dict], floor: int, boundary: int, cfg: CompressionConfig,
+                      memo: dict[str, Any]) -> list[PruneDecision]:
     decisions = []
     for index in range(floor, boundary):
         message = out[index]
@@ -351,7 +371,7 @@ def _shrink_arguments(out: list[dict], floor: int, boundary: int, cfg: Compressi
             arguments = (call.get("function") or {}).get("arguments")
             shrunk = None
             if isinstance(arguments, str) and len(arguments) > cfg.shrink_args_over:
-                shrunk = _shrunk_arguments(arguments, cfg)
+                shrunk = _shrunk_arguments(arguments, cfg, memo)
             if shrunk is not None:
                 text, cuts = shrunk
                 call = {**call, "function": {**call["function"], "arguments": text}}
@@ -365,17 +385,19 @@ def _shrink_arguments(out: list[dict], floor: int, boundary: int, cfg: Compressi
 
 def prune_messages(messages: Sequence[dict], *, prune_boundary: int, cfg: CompressionConfig,
                    head_end: int = 0) -> tuple[list[dict], list[PruneDecision]]:
-    """Run the three passes on copies; ``head_end`` leading messages are left untouched.
+    """Run the three passes; ``head_end`` leading messages are left untouched.
 
-    The input is never modified: changed messages are new dicts, unchanged ones
-    are shallow copies. Decisions are sorted by index.
+    The input is never modified: a changed message is a new dict, an unchanged
+    one is the input's own (messages are never edited in place, so sharing it
+    is safe, and its measured size stays valid). Decisions are sorted by index.
     """
-    out = [dict(message) for message in messages]
+    out = list(messages)
     boundary = max(0, min(prune_boundary, len(out)))
     floor = max(0, head_end)
     calls = _call_index(messages)
     decisions = _dedupe(out, calls, floor, cfg)
-    decisions += _describe_old_results(out, calls, floor, boundary, cfg)
-    decisions += _shrink_arguments(out, floor, boundary, cfg)
+    memo: dict[str, Any] = {}
+    decisions += _describe_old_results(out, calls, floor, boundary, cfg, memo)
+    decisions += _shrink_arguments(out, floor, boundary, cfg, memo)
     decisions.sort(key=lambda d: d.index)
     return out, decisions

@@ -7,6 +7,7 @@ it without importing each other.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +64,10 @@ class Summariser(Protocol):
     def summarise(self, request: SummaryRequest) -> SummaryOutcome: ...
 
 
+_PREFIXES = (SUMMARY_PREFIX, LEGACY_SUMMARY_PREFIX)
+_LEADING_SPACE = re.compile(r"\s*")
+
+
 def _leading_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
@@ -80,5 +85,8 @@ def is_summary_message(message: dict[str, Any]) -> bool:
         return False
     if message.get("_compressed_summary"):
         return True
-    text = _leading_text(message).lstrip()
-    return text.startswith(SUMMARY_PREFIX) or text.startswith(LEGACY_SUMMARY_PREFIX)
+    content = message.get("content")
+    text = content if isinstance(content, str) else _leading_text(message)
+    # Skip leading whitespace without copying: tool outputs run to many kilobytes.
+    start = _LEADING_SPACE.match(text).end() if text[:1].isspace() else 0
+    return text.startswith(_PREFIXES, start)

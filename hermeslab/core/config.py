@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -117,7 +118,9 @@ class CompressionConfig:
     #: floor or an old user message can hold more than a small window).
     fit_tail_to_budget: bool = True
     #: When the latest real user message sits right after the head, keep it in the head
-    #: rather than summarising it with its turn (Hermes drops it from the verbatim context).
+    #: rather than summarising it with its turn (Hermes drops it from the verbatim context);
+    #: a request behind a summary merged ahead of it counts as the latest one (Hermes looks
+    #: past it to an older request).
     keep_latest_user: bool = True
     #: Prune passes may rewrite the protected head (Hermes) or leave it byte-identical.
     prune_head: bool = False
@@ -139,6 +142,10 @@ class CompressionConfig:
     #: Deduplication back-references name the later call that holds the output; off, they
     #: say only "a later call" and are as long as Hermes's, which its budget walk counts.
     name_duplicate_source: bool = True
+    #: Size the verbatim tail from the threshold minus what every request carries anyway
+    #: (system prompt, tool schemas); Hermes sizes it from the whole threshold, so with a
+    #: large fixed cost its compressions leave the prompt at the threshold.
+    tail_after_fixed_cost: bool = True
 
 
 @dataclass
@@ -178,11 +185,51 @@ class StoreConfig:
 
 @dataclass
 class MemoryConfig:
+    """MEMORY.md / USER.md, the background review and the external memory provider (``hermeslab.memory``)."""
+
     memory_enabled: bool = True
     user_profile_enabled: bool = True
     memory_char_limit: int = 2_200
     user_char_limit: int = 1_375
+    #: User turns between background memory reviews (0: no review).
     nudge_interval: int = 10
+    #: Folder of MEMORY.md and USER.md (None: the lab database's folder).
+    path: str | None = None
+    #: Model calls the background review may make.
+    review_max_iterations: int = 16
+    #: External memory provider: None, or ``lab`` (recall from other sessions in the lab database).
+    provider: str | None = None
+    #: Seconds the provider may take to recall context before a turn.
+    prefetch_timeout: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.provider not in (None, "lab"):
+            raise ConfigError(f"memory.provider: unknown provider {self.provider!r} (expected lab, or null for none)")
+        for name in ("memory_char_limit", "user_char_limit", "review_max_iterations", "prefetch_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"memory.{name}: must be positive, got {getattr(self, name)}")
+        if self.nudge_interval < 0:
+            raise ConfigError(f"memory.nudge_interval: must be 0 (off) or positive, got {self.nudge_interval}")
+
+
+@dataclass
+class SkillsConfig:
+    """Skills: Markdown procedures the agent saves and the system prompt lists."""
+
+    enabled: bool = True
+    #: Folder of the skill files (None: ``skills/`` beside the memory files).
+    path: str | None = None
+    #: Model calls between background skill reviews (0: no review).
+    creation_nudge_interval: int = 10
+    #: Longest skill body in characters.
+    max_chars: int = 20_000
+
+    def __post_init__(self) -> None:
+        if self.creation_nudge_interval < 0:
+            raise ConfigError("skills.creation_nudge_interval: must be 0 (off) or positive, "
+                              f"got {self.creation_nudge_interval}")
+        if self.max_chars <= 0:
+            raise ConfigError(f"skills.max_chars: must be positive, got {self.max_chars}")
 
 
 @dataclass
@@ -239,6 +286,85 @@ class RecoveryConfig:
         return {key: entry.get(key) for key in keys}
 
 
+#: Server names become the prefix of their tools' names, so they use the tool-name characters,
+#: and never ``__``, which separates the server from the tool.
+_MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*(?<!_)$")
+
+
+@dataclass
+class MCPServerConfig:
+    """One MCP server under ``mcp_servers.<name>``: a command run over stdio, or a streamable-HTTP URL."""
+
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    #: Extra environment variables for the command (a small safe set is inherited besides).
+    env: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    #: Seconds one tool call may take before it is cancelled and reported to the model as failed.
+    timeout: float = 120.0
+    #: Seconds to start the server and finish the handshake (initialize and the first tool listing).
+    connect_timeout: float = 10.0
+    #: Seconds between heartbeat pings; two missed in a row mark the server unavailable (0: no heartbeat).
+    keepalive_interval: float = 30.0
+
+    @classmethod
+    def from_mapping(cls, name: Any, entry: Any) -> "MCPServerConfig":
+        """A checked entry; every problem is a ConfigError naming ``mcp_servers.<name>.<key>``."""
+        if not isinstance(name, str) or len(name) > 32 or not _MCP_SERVER_NAME.match(name):
+            raise ConfigError(f"mcp_servers: server name {name!r} must be 1-32 letters, digits, '-' or '_', "
+                              "without '__' and not starting or ending with '_'")
+        where = f"mcp_servers.{name}"
+        if isinstance(entry, MCPServerConfig):
+            entry = dataclasses.asdict(entry)
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with command or url, got {type(entry).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(key) for key in entry if key not in known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(sorted(known))})")
+        command, url = entry.get("command"), entry.get("url")
+        if (command is None) == (url is None):
+            raise ConfigError(f"{where}: set either command (a local server over stdio) or url "
+                              "(a streamable-HTTP server), not both and not neither")
+        if command is not None and (not isinstance(command, str) or not command.strip()):
+            raise ConfigError(f"{where}.command: expected the program to run, got {command!r}")
+        if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+            raise ConfigError(f"{where}.url: expected an http:// or https:// URL, got {url!r}")
+        numbers = {}
+        for key in ("timeout", "connect_timeout", "keepalive_interval"):
+            value = entry.get(key, getattr(cls, key))
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+                    value == 0 and key != "keepalive_interval"):
+                allowed = "0 (off) or a positive" if key == "keepalive_interval" else "a positive"
+                raise ConfigError(f"{where}.{key}: expected {allowed} number of seconds, got {value!r}")
+            numbers[key] = float(value)
+        return cls(command=command, args=_texts(entry.get("args"), f"{where}.args"),
+                   env=_text_map(entry.get("env"), f"{where}.env"), url=url,
+                   headers=_text_map(entry.get("headers"), f"{where}.headers"), **numbers)
+
+
+def _texts(value: Any, where: str) -> list[str]:
+    """A list of command-line words; numbers are accepted as their text (YAML reads ``8080`` as a number)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(_scalar(item) for item in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return [str(item) for item in value]
+
+
+def _text_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and _scalar(v) for k, v in value.items()):
+        raise ConfigError(f"{where}: expected a mapping of names to strings")
+    return {key: str(item) for key, item in value.items()}
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 @dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -247,7 +373,16 @@ class Config:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+    #: MCP servers by name; their tools join the built-in ones as ``<name>__<tool>``.
+    mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        servers = self.mcp_servers if self.mcp_servers is not None else {}
+        if not isinstance(servers, Mapping):
+            raise ConfigError(f"mcp_servers: expected a mapping of server names to settings, got {servers!r}")
+        self.mcp_servers = {name: MCPServerConfig.from_mapping(name, entry) for name, entry in servers.items()}
 
     # ------------------------------------------------------------ loading
 
@@ -289,6 +424,9 @@ class Config:
         data["model"].pop("api_key", None)
         for entry in data["recovery"]["fallback_providers"]:
             entry.pop("api_key", None)
+        for server in data["mcp_servers"].values():
+            server.pop("env")
+            server.pop("headers")
         data["store"] = {}
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable
 
 log = logging.getLogger(__name__)
 
@@ -209,32 +209,72 @@ class Notice(Event):
     text: str = ""
 
 
+@dataclass(kw_only=True)
+class MemoryUpdated(Event):
+    """The background review changed the memory files or the skills (what it did, not the saved text)."""
+
+    kind: ClassVar[str] = "memory_updated"
+    #: One line per successful write, e.g. ``user add`` or ``skill create deploy-docs``.
+    changes: list[str] = field(default_factory=list)
+    text: str = ""
+
+
 Handler = Callable[[Event], None]
 
 
 class EventBus:
-    """Synchronous fan-out. A failing subscriber is logged and never breaks the loop."""
+    """Synchronous fan-out. A failing subscriber is logged and never breaks the loop.
+
+    A subscriber may name the event types it wants; ``wants`` then lets an
+    emitter skip building events nobody would receive (a replay that only
+    counts tool results builds no other event).
+    """
 
     def __init__(self) -> None:
-        self._handlers: list[Handler] = []
+        self._handlers: list[tuple[Handler, tuple[type[Event], ...] | None]] = []
         self._lock = threading.Lock()
+        self._everything = False
+        self._wanted: frozenset[type[Event]] = frozenset()
+        self._verdicts: dict[type[Event], bool] = {}
 
-    def subscribe(self, handler: Handler) -> Callable[[], None]:
+    def subscribe(self, handler: Handler, kinds: Iterable[type[Event]] | None = None) -> Callable[[], None]:
+        """Call ``handler`` with every event, or only with events of the types in ``kinds``."""
+        entry = (handler, None if kinds is None else tuple(kinds))
         with self._lock:
-            self._handlers.append(handler)
+            self._handlers.append(entry)
+            self._refresh()
 
         def unsubscribe() -> None:
             with self._lock:
-                if handler in self._handlers:
-                    self._handlers.remove(handler)
+                if entry in self._handlers:
+                    self._handlers.remove(entry)
+                    self._refresh()
 
         return unsubscribe
+
+    def wants(self, event_type: type[Event]) -> bool:
+        """Whether any subscriber would receive an event of ``event_type``."""
+        if self._everything:
+            return True
+        verdicts = self._verdicts
+        verdict = verdicts.get(event_type)
+        if verdict is None:
+            verdict = verdicts[event_type] = any(issubclass(event_type, kind) for kind in self._wanted)
+        return verdict
 
     def publish(self, event: Event) -> None:
         with self._lock:
             handlers = list(self._handlers)
-        for handler in handlers:
+        for handler, kinds in handlers:
+            if kinds is not None and not isinstance(event, kinds):
+                continue
             try:
                 handler(event)
             except Exception:  # a display or logging failure must not stop the agent
                 log.exception("event handler %r failed on %s", handler, event.kind)
+
+    def _refresh(self) -> None:
+        """Recompute what the subscribers want (the caller holds the lock)."""
+        self._everything = any(kinds is None for _, kinds in self._handlers)
+        self._wanted = frozenset(kind for _, kinds in self._handlers for kind in kinds or ())
+        self._verdicts = {}

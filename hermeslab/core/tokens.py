@@ -118,6 +118,8 @@ class TokenCounter:
         self._max_entries = max_entries
         self._lock = threading.Lock()
         self._tool_cache: dict[str, int] = {}
+        #: The tool list counted last, its length and tokens: a loop offering one list object counts it once.
+        self._last_tools: tuple[Any, int, int] = (None, 0, 0)
 
     def count_message(self, message: Message) -> int:
         seen = self._seen.get(id(message))
@@ -138,14 +140,18 @@ class TokenCounter:
         return sum(self.count_message(m) for m in messages) + REPLY_PRIMING
 
     def count_tools(self, tools: Sequence[dict] | None) -> int:
-        """Tokens the tool schemas add to every request."""
+        """Tokens the tool schemas add to every request (the same list object again is not re-serialised)."""
         if not tools:
             return 0
+        last, length, tokens = self._last_tools
+        if last is tools and length == len(tools):
+            return tokens
         text = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
         cached = self._tool_cache.get(text)
         if cached is None:
             cached = count_text(text)
             self._tool_cache[text] = cached
+        self._last_tools = (tools, len(tools), cached)
         return cached
 
     def count_request(self, messages: Sequence[Message], tools: Sequence[dict] | None = None) -> int:
@@ -190,15 +196,26 @@ def rough_message_chars(message: Message) -> tuple[int, int]:
     return chars, images
 
 
+#: The last tool list measured, its length and its size: a loop that offers the same list object on
+#: every call (a replay) measures it once. One slot, so nothing accumulates.
+_last_tool_schemas: tuple[Any, int, int] = (None, 0, 0)
+
+
 def rough_tool_schema_tokens(tools: Sequence[dict] | None) -> int:
+    global _last_tool_schemas
     if not tools:
         return 0
+    last, length, tokens = _last_tool_schemas
+    if last is tools and length == len(tools):
+        return tokens
     chars = 0
     for tool in tools:
         function = tool.get("function", tool)
         chars += len(function.get("name", "")) + len(function.get("description", "") or "")
         chars += len(json.dumps(function.get("parameters", {}), separators=(",", ":")))
-    return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    tokens = (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    _last_tool_schemas = (tools, len(tools), tokens)
+    return tokens
 
 
 def rough_request_tokens(messages: Sequence[Message], system_prompt: str = "", tools: Sequence[dict] | None = None) -> int:

@@ -242,6 +242,7 @@ class _Replay:
                  clock: SimulatedClock, seconds_per_call: float):
         self.recording = recording
         self.compactor = compactor
+        self.tools = tools
         self.report = report
         self.clock = clock
         self.seconds_per_call = seconds_per_call
@@ -279,7 +280,7 @@ class _Replay:
         """One compression attempt through the compactor; True when it changed the context."""
         before = self.context
         prompt_before = self.prompt()
-        compaction = self.compactor.run(before, trigger=trigger)
+        compaction = self.compactor.run(before, trigger=trigger, tools=self.tools)
         if compaction is None:
             return False
         self.context, self._context_tokens = compaction.messages, None

@@ -1,51 +1,33 @@
 """``%hermes export``: the conversation as Markdown for people or JSONL for replays.
 
-The JSONL line has the recorded-session format of the shared datasets
-(``id``, ``source``, ``model``, ``messages``, ``tools``, ``meta``), so a chat
-from a notebook can be replayed and compared like any recorded session. The
-messages are the history the model sees now (after any compression).
+Both are read back from the lab, so a notebook chat exports exactly as
+``hermeslab export`` does: the recorded-session format of the shared datasets,
+holding the whole conversation across compressions (see
+`hermeslab.eval.importers.import_lab`), with the tool schemas the chat offers.
 """
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
-from ..core.messages import text_of, tool_calls_of, wire_message
+from ..core.messages import text_of, tool_calls_of
+from ..eval.importers import import_lab
+from ..eval.recording import Recording, recording_line
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
 
 FORMATS = ("md", "jsonl")
 
 
-def session_record(agent: Agent, *, lineage: list[str] | None = None) -> dict[str, Any]:
-    """One recorded-session line for the agent's current session."""
-    session = agent.session
-    messages = []
-    for message in agent.messages:
-        clean = wire_message(message)
-        if clean.get("role") == "assistant" and clean.get("content") is None:
-            clean["content"] = ""
-        messages.append(clean)
-    compactor = agent.compactor
-    return {
-        "id": session.id,
-        "source": f"hermeslab notebook session {session.id}",
-        "model": agent.config.model.name,
-        "messages": messages,
-        "tools": agent.tools.schemas() or None,
-        "meta": {
-            "title": session.title,
-            "parent_session_id": session.parent_session_id,
-            "lineage": lineage or [session.id],
-            "turns": session.turns,
-            "compressions": compactor.state.compression_count if compactor else 0,
-            "context_length": agent.config.model.context_length,
-            "config_hash": agent.config.digest(),
-            "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        },
-    }
+def session_record(runtime: Runtime) -> dict[str, Any]:
+    """One recorded-session line for the runtime's current conversation, read from its lab."""
+    if runtime.writer is None:
+        raise ValueError("export reads the conversation from the lab, and this chat runs with store.enabled = false")
+    runtime.writer.flush()
+    agent = runtime.agent
+    return import_lab(runtime.lab_path, agent.session.id, tools=agent.tools.schemas() or None).to_dict()
 
 
 def markdown_transcript(record: dict[str, Any]) -> str:
@@ -78,7 +60,7 @@ def write_export(record: dict[str, Any], fmt: str, path: str | Path) -> Path:
     if target.is_dir():
         raise ValueError(f"{target} is a directory; give a file path such as {target / ('chat.' + fmt)}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = markdown_transcript(record) if fmt == "md" else json.dumps(record, ensure_ascii=False) + "\n"
+    text = markdown_transcript(record) if fmt == "md" else recording_line(Recording.from_dict(record)) + "\n"
     target.write_text(text, encoding="utf-8")
     return target
 

@@ -104,7 +104,7 @@ class HermesMagics:
         if len(words) != 2 or words[0] not in FORMATS:
             raise UsageError("usage: %hermes export md|jsonl PATH")
         self.chat.require_idle("export")
-        record = session_record(self.chat.runtime.agent, lineage=self.chat.status().lineage)
+        record = session_record(self.chat.runtime)
         path = write_export(record, words[0], words[1])
         print(f"exported session {record['id']} ({len(record['messages'])} messages) to {path}")
 

@@ -57,11 +57,14 @@ class ProviderHandle:
 
 
 def open_provider(config: Config) -> ProviderHandle:
-    """The configured endpoint, or the offline model behind a local server on a free loopback port."""
+    """The configured endpoint, or the offline model behind a local server on a free loopback port.
+
+    The offline model gets the configured window as its own, as a hosted model has one.
+    """
     model = config.model
     if model.base_url or model.api_key:
         return ProviderHandle(OpenAICompatProvider(model.base_url, model.api_key, model.name, timeout=model.timeout))
-    server = LocalServer(OfflineModel())
+    server = LocalServer(OfflineModel(context_length=model.context_length))
     base_url = server.start()
     try:
         provider = OpenAICompatProvider(base_url, None, OFFLINE_MODEL_NAME, timeout=model.timeout,

@@ -89,3 +89,11 @@ class Provider(Protocol):
     def complete(self, request: ChatRequest) -> ChatResponse: ...
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]: ...
+
+
+def context_overflow(limit: int, prompt_tokens: int) -> ProviderError:
+    """The refusal an OpenAI-compatible endpoint sends for a prompt longer than its window."""
+    return ProviderError(
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{prompt_tokens} tokens. Please reduce the length of the messages.",
+        status=400, error_type="context_length_exceeded", context_limit=limit)

@@ -32,7 +32,12 @@ def repair_surrogates(text: str) -> str:
 
 
 def repair_message_encoding(message: Message) -> Message | None:
-    """A copy of ``message`` with its text repaired, or None when nothing needed repair."""
+    """A copy of ``message`` with its text repaired, or None when nothing needed repair.
+
+    Nearly every reply is clean, so it is checked first and copied only when it is not.
+    """
+    if not any(_surrogates_in(text) for text in _texts(message)):
+        return None
     changed = False
 
     def fix(text: Any) -> Any:
@@ -56,6 +61,23 @@ def repair_message_encoding(message: Message) -> Message | None:
             for call in message["tool_calls"]
         ]
     return fixed if changed else None
+
+
+def _texts(message: Message) -> Iterable[Any]:
+    """The message's text fields that ``repair_message_encoding`` repairs."""
+    content = message.get("content")
+    if isinstance(content, list):
+        yield from (part["text"] for part in content if isinstance(part, dict) and "text" in part)
+    else:
+        yield content
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict) and isinstance(call.get("function"), dict):
+            yield call["function"].get("arguments")
+
+
+def _surrogates_in(text: Any) -> bool:
+    """Whether ``text`` holds a lone surrogate; ASCII text (most of it) is ruled out without a regex."""
+    return isinstance(text, str) and not text.isascii() and has_surrogates(text)
 
 
 def strip_tool_images(messages: Iterable[Message]) -> list[Message]:
@@ -91,12 +113,27 @@ def _is_image(part: Any) -> bool:
     return isinstance(part, dict) and part.get("type") == "image_url"
 
 
-def malformed_tool_calls(message: Message) -> list[str]:
-    """Ids of the tool calls whose arguments are not a JSON object."""
-    bad = []
+def read_tool_arguments(message: Message) -> list[dict[str, Any] | ValueError]:
+    """Each tool call's arguments parsed, or the ValueError saying why they do not parse, in call order.
+
+    Parsed once per reply, so the malformed check, the history copy and the
+    tools all read the same result.
+    """
+    parsed: list[dict[str, Any] | ValueError] = []
     for call in tool_calls_of(message):
         try:
-            parse_tool_arguments((call.get("function") or {}).get("arguments"))
-        except ValueError:
-            bad.append(call.get("id", ""))
-    return bad
+            parsed.append(parse_tool_arguments((call.get("function") or {}).get("arguments")))
+        except ValueError as exc:
+            parsed.append(exc)
+    return parsed
+
+
+def malformed_tool_calls(message: Message, arguments: list[dict[str, Any] | ValueError] | None = None) -> list[str]:
+    """Ids of the tool calls whose arguments are not a JSON object.
+
+    ``arguments`` is ``read_tool_arguments(message)`` when the caller already has it.
+    """
+    if arguments is None:
+        arguments = read_tool_arguments(message)
+    return [call.get("id", "") for call, parsed in zip(tool_calls_of(message), arguments, strict=True)
+            if isinstance(parsed, ValueError)]

@@ -96,8 +96,13 @@ class Lab:
 
     # ---------------------------------------------------------------- tables
 
-    def sessions(self) -> pd.DataFrame:
-        return self.sql("SELECT * FROM sessions ORDER BY started_at, id")
+    def sessions(self, run_id: str | None = None) -> pd.DataFrame:
+        """Every session, or only those of one replay or A/B run (``run_id``)."""
+        if run_id is None:
+            return self.sql("SELECT * FROM sessions ORDER BY started_at, id")
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        return self.sql("SELECT * FROM sessions WHERE run_id = ? ORDER BY started_at, id", [run_id])
 
     def messages(self, session_id: str) -> pd.DataFrame:
         """The session's messages in history order (``seq``), archived ones included."""

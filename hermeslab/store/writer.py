@@ -566,6 +566,7 @@ class StoreWriter:
         self._retained: Batch | None = None  # rows of failed flushes; owned by the thread
         self._schema_ready = False  # checked once per writer, again after a failed write
         self._unsubscribers: list[Callable[[], None]] = []
+        self._commit_hooks: list[Callable[[Batch], None]] = []
         self._thread = threading.Thread(target=self._run, name=f"hermeslab-store:{self.path.name}", daemon=True)
         self._thread.start()
         # A script that never calls close() still gets its last rows written at a normal exit.
@@ -580,6 +581,16 @@ class StoreWriter:
     def attach(self, bus: EventBus) -> None:
         """Receive every event published on ``bus`` from now on."""
         self._unsubscribers.append(bus.subscribe(self.handle))
+
+    def on_commit(self, hook: Callable[[Batch], None]) -> None:
+        """Call ``hook(batch)`` on the writer thread right after each batch is committed.
+
+        For derived data that must follow the lab (the search index); a failing
+        hook is logged and never blocks the writer.
+        """
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        self._commit_hooks.append(hook)
 
     def handle(self, event: Event) -> None:
         """Queue an event for storage. Never touches the database; returns in microseconds."""
@@ -715,6 +726,11 @@ class StoreWriter:
                 raise
             # Writing the batch again would count its totals twice.
             log.warning("%s was written but not released cleanly", self.path, exc_info=True)
+        for hook in self._commit_hooks:
+            try:
+                hook(batch)
+            except Exception:
+                log.exception("a commit hook failed on %d rows written to %s", batch.row_count(), self.path)
 
 
 def _snapshot(event: Event) -> Event:

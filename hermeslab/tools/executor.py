@@ -16,7 +16,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from hermeslab.core.messages import parse_tool_arguments
 from hermeslab.tools.registry import Tool, ToolError, ToolRegistry, TransientToolError
@@ -49,6 +49,8 @@ class _Call:
     id: str
     name: str
     arguments: str
+    #: The arguments already parsed (or why they do not parse); None parses ``arguments`` when the call runs.
+    parsed: dict[str, Any] | ValueError | None = None
 
 
 def execute_tool_calls(
@@ -61,6 +63,7 @@ def execute_tool_calls(
     idempotent_retries: int = 2,
     max_workers: int = 4,
     retry_backoff: float = 0.25,
+    parsed_arguments: Sequence[dict[str, Any] | ValueError] | None = None,
 ) -> list[ToolResult]:
     """Execute ``calls`` (an assistant message's ``tool_calls``); results come back in call order.
 
@@ -69,12 +72,17 @@ def execute_tool_calls(
     ``on_start`` receives the call dict of each call that starts and
     ``on_finish`` every result; both run on the calling thread.
     ``retry_backoff`` is the pause in seconds before retrying a transient failure.
+    ``parsed_arguments`` are the calls' arguments as the caller already parsed
+    them (``recovery.repair.read_tool_arguments``), so they are not parsed again.
     """
     if max_workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {max_workers}")
     if idempotent_retries < 0:
         raise ValueError(f"idempotent_retries must be 0 or more, got {idempotent_retries}")
-    parsed = [_read_call(index, call) for index, call in enumerate(calls)]
+    if parsed_arguments is not None and len(parsed_arguments) != len(calls):
+        raise ValueError(f"parsed_arguments holds {len(parsed_arguments)} entries for {len(calls)} calls")
+    parsed = [_read_call(index, call, None if parsed_arguments is None else parsed_arguments[index])
+              for index, call in enumerate(calls)]
     results: dict[int, ToolResult] = {}
     stopped = False
 
@@ -105,10 +113,10 @@ def execute_tool_calls(
     return [results[index] for index in range(len(parsed))]
 
 
-def _read_call(index: int, call: Any) -> _Call:
+def _read_call(index: int, call: Any, parsed: dict[str, Any] | ValueError | None) -> _Call:
     """Pull id, name and arguments out of a call dict without trusting its shape."""
     if not isinstance(call, dict):
-        return _Call(index, call, "", "", "")
+        return _Call(index, call, "", "", "", parsed)
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
     arguments = function.get("arguments")
     if arguments is None:
@@ -117,7 +125,7 @@ def _read_call(index: int, call: Any) -> _Call:
         arguments = json.dumps(arguments, ensure_ascii=False)
     elif not isinstance(arguments, str):
         arguments = str(arguments)
-    return _Call(index, call, str(call.get("id") or ""), str(function.get("name") or ""), arguments)
+    return _Call(index, call, str(call.get("id") or ""), str(function.get("name") or ""), arguments, parsed)
 
 
 def _batches(calls: list[_Call], registry: ToolRegistry) -> list[list[_Call]]:
@@ -176,7 +184,7 @@ def _run_call(call: _Call, registry: ToolRegistry, retries: int, backoff: float)
         text = f"unknown tool {call.name!r}; available tools: {available}"
         return _error_result(call, text, elapsed(), 0)
     try:
-        arguments = _validated_arguments(tool, call.arguments)
+        arguments = _validated_arguments(tool, call.arguments if call.parsed is None else call.parsed)
     except ValueError as exc:
         return _error_result(call, f"invalid arguments for {tool.name}: {exc}", elapsed(), 0)
 
@@ -199,9 +207,11 @@ def _run_call(call: _Call, registry: ToolRegistry, retries: int, backoff: float)
         return ToolResult(call.id, call.name, call.arguments, content, False, elapsed(), attempts)
 
 
-def _validated_arguments(tool: Tool, raw: str) -> dict[str, Any]:
-    """Parse and schema-check arguments; ValueError names the first problem."""
-    arguments = parse_tool_arguments(raw)
+def _validated_arguments(tool: Tool, given: str | dict[str, Any] | ValueError) -> dict[str, Any]:
+    """Parse (unless ``given`` is the parse already) and schema-check arguments; ValueError names the first problem."""
+    if isinstance(given, ValueError):
+        raise given
+    arguments = parse_tool_arguments(given) if isinstance(given, str) else given
     validate(arguments, tool.parameters)
     return arguments
 

@@ -94,7 +94,7 @@ class ToolRegistry:
         return list(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self._tools.values()]
+        return [tool.schema() for tool in self]  # a snapshot: MCP tools may change from another thread
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

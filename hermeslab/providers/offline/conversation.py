@@ -23,6 +23,7 @@ from .replies import (
     capabilities_text,
     identity_text,
 )
+from .review import is_review_request, review_reply
 from .summaries import fill_summary_template
 
 Message = dict[str, Any]
@@ -44,6 +45,8 @@ def compose_reply(messages: Sequence[Message], tools: Sequence[dict[str, Any]] |
         earlier = previous_answer(messages)
         if earlier is not None:
             return Draft(text=earlier)
+    if is_review_request(request):
+        return review_reply(request, messages, offered, conversation_digest(messages))
     intents = parse_intents(request)
     if intents:
         return plan_tool_calls(intents, offered, conversation_digest(messages))

@@ -10,7 +10,7 @@ from ...core.messages import (
     validate_messages,
 )
 from ...core.tokens import count_text, default_counter, encoding
-from ..base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from ..base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
 from .conversation import compose_reply
 
 Message = dict[str, Any]
@@ -19,10 +19,17 @@ MODEL_NAME = "hermeslab-offline"
 
 
 class OfflineModel:
-    """The Provider; all decisions live in the pure functions below."""
+    """The Provider; all decisions live in the pure functions below.
+
+    With a ``context_length`` it refuses longer prompts the way a hosted model
+    does, so the overflow path runs against the embedded default too.
+    """
 
     name = MODEL_NAME
     model = MODEL_NAME
+
+    def __init__(self, context_length: int | None = None):
+        self.context_length = context_length
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         try:
@@ -33,6 +40,9 @@ class OfflineModel:
             raise ProviderError(
                 f"max_tokens must be at least 1, got {request.max_tokens}", status=400, error_type="invalid_request_error"
             )
+        prompt_tokens = default_counter.count_request(request.messages, request.tools)
+        if self.context_length is not None and prompt_tokens > self.context_length:
+            raise context_overflow(self.context_length, prompt_tokens)
         draft = compose_reply(request.messages, request.tools)
         text, finish = draft.text, "tool_calls" if draft.tool_calls else "stop"
         if not draft.tool_calls and request.max_tokens is not None:
@@ -42,7 +52,7 @@ class OfflineModel:
         if draft.tool_calls:
             message["tool_calls"] = draft.tool_calls
         usage = Usage(
-            prompt_tokens=default_counter.count_request(request.messages, request.tools),
+            prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens(message),
         )
         return ChatResponse(message=message, finish_reason=finish, usage=usage, model=request.model or MODEL_NAME)

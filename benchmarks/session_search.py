@@ -1,0 +1,395 @@
+"""Session search at scale: hermeslab's index against SQLite FTS5 built the way Hermes 0.19 builds it.
+
+The corpus is made of real text: the messages of the shared recorded sessions
+are cut into lines, and every synthetic message is a deterministic mix of a few
+lines of one recorded message and one line of another, keeping that message's
+role, tool calls and tool name. Sessions hold equal shares of the messages and
+form lineage chains of 1 to 7 sessions.
+
+Baseline: a ``messages`` table with two standalone FTS5 tables filled by
+insert triggers (``unicode61`` and ``trigram``) over content, tool name and
+tool calls, queried as Hermes's session search does (sanitised MATCH, user and
+assistant rows, ``ORDER BY rank LIMIT 300`` with a snippet), then deduplicated
+by lineage root in Python. hermeslab: ``SearchIndex.search(limit=3)``,
+including snippets and neighbouring messages. Both answer the same query set
+in the same run, interleaved query by query.
+
+Usage: python benchmarks/session_search.py [--messages N] [--sessions S] [--datasets DIR] [--workdir DIR]
+Prints one JSON object as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from hermeslab.search import MessageDoc, SearchIndex, SessionInfo, message_text
+
+QUERIES_PER_KIND = 40
+INSERT_BATCHES = 200
+EPOCH = 1_750_000_000.0
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
+_IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+|[a-z][A-Z][A-Za-z0-9]*|\.[a-z][A-Za-z0-9]*)+\b")
+
+
+# ---------------------------------------------------------------- the corpus
+
+def load_sources(datasets: Path) -> list[tuple[str, list[str], str | None, str | None]]:
+    """(role, lines, tool_calls JSON, tool name) for every recorded message with text."""
+    sources = []
+    for path in sorted(datasets.glob("*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                names: dict[str, str] = {}
+                for message in json.loads(line)["messages"]:
+                    calls = message.get("tool_calls") or None
+                    for call in calls or []:
+                        names[str(call.get("id"))] = str((call.get("function") or {}).get("name"))
+                    content = message.get("content")
+                    if isinstance(content, list):
+                        content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+                    lines = [text[:400] for text in (content or "").splitlines() if text.strip()]
+                    if lines or calls:
+                        tool = names.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
+                        sources.append((message.get("role") or "user", lines or [""],
+                                        json.dumps(calls) if calls else None, tool))
+    if not sources:
+        raise SystemExit(f"no recorded messages under {datasets}")
+    return sources
+
+
+def corpus(sources: list, n_messages: int, n_sessions: int) -> tuple[list[MessageDoc], list[SessionInfo], list]:
+    """Messages, sessions, and each message's raw fields (for the baseline's table)."""
+    per_session = max(1, n_messages // n_sessions)
+    sessions, docs, raw = [], [], []
+    chain_start = 0
+    for s in range(n_sessions):
+        if s - chain_start >= 1 + chain_start % 7:
+            chain_start = s
+        parent = f"s{s - 1:06d}" if s > chain_start else None
+        sessions.append(SessionInfo(f"s{s:06d}", parent_id=parent, title=f"session {s}", started_at=EPOCH + s * 600.0,
+                                    source="cli"))
+    for j in range(n_messages):
+        role, lines, calls, tool = sources[(j * 2_654_435_761) % len(sources)]
+        other = sources[(j * 40_503 + 17) % len(sources)][1]
+        first = j % len(lines)
+        content = "\n".join(lines[first:first + 1 + j % 3] + [other[j % len(other)]])
+        session = min(j // per_session, n_sessions - 1)
+        message_id = f"m{j:08d}"
+        docs.append(MessageDoc(message_id, f"s{session:06d}", j % per_session, role, EPOCH + j,
+                               message_text(role, content, calls, tool)))
+        raw.append((message_id, f"s{session:06d}", role, content, calls, tool, EPOCH + j))
+    return docs, sessions, raw
+
+
+def query_set(docs: list[MessageDoc]) -> dict[str, list[str]]:
+    """Rare, common, multi-word, identifier and phrase queries, drawn from the corpus deterministically."""
+    sample = docs[:: max(1, len(docs) // 50_000)]
+    words = Counter(word.lower() for doc in sample for word in set(_WORD.findall(doc.text)))
+    common = [word for word, _ in words.most_common(QUERIES_PER_KIND)]
+    rare_pool = sorted(word for word, count in words.items() if 2 <= count <= 5)
+    identifiers = Counter(match for doc in sample for match in set(_IDENTIFIER.findall(doc.text)))
+    ident_pool = sorted(name for name, count in identifiers.items() if count >= 2 and len(name) <= 40)
+    multi, phrases = [], []
+    for doc in sample[:: max(1, len(sample) // (4 * QUERIES_PER_KIND))]:
+        found = _WORD.findall(doc.text)
+        if len(found) >= 6 and len(multi) < QUERIES_PER_KIND:
+            multi.append(" ".join(found[1:4:1] if len(multi) % 2 else found[2:4]))
+        if len(found) >= 8 and len(phrases) < QUERIES_PER_KIND:
+            phrases.append(f'"{found[5]} {found[6]}"')
+    return {"rare": _spread(rare_pool), "common": common, "multi": multi, "identifier": _spread(ident_pool),
+            "phrase": phrases}
+
+
+def _spread(pool: list[str]) -> list[str]:
+    step = max(1, len(pool) // QUERIES_PER_KIND)
+    return pool[::step][:QUERIES_PER_KIND]
+
+
+# ---------------------------------------------------------------- the FTS5 baseline
+
+_BASELINE_TABLES = """
+CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, started_at REAL NOT NULL,
+                       parent_session_id TEXT, title TEXT, model TEXT);
+CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, role TEXT NOT NULL,
+                       content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL NOT NULL,
+                       active INTEGER NOT NULL DEFAULT 1, compacted INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX messages_session ON messages (session_id, timestamp);
+"""
+_INDEXED_TEXT = "coalesce(new.content, '') || ' ' || coalesce(new.tool_name, '') || ' ' || coalesce(new.tool_calls, '')"
+
+
+def fts_table(name: str, tokenize: str | None = None) -> str:
+    """A standalone FTS5 table over the message text and the trigger that fills it."""
+    options = f", tokenize='{tokenize}'" if tokenize else ""
+    return (f"CREATE VIRTUAL TABLE {name} USING fts5(content{options});\n"
+            f"CREATE TRIGGER {name}_insert AFTER INSERT ON messages BEGIN\n"
+            f"    INSERT INTO {name} (rowid, content) VALUES (new.id, {_INDEXED_TEXT});\nEND;\n")
+
+
+_INSERT_MESSAGE = ("INSERT INTO messages (session_id, role, content, tool_calls, tool_name, timestamp) "
+                   "VALUES (?, ?, ?, ?, ?, ?)")
+
+_BASELINE_QUERY = """
+SELECT m.id, m.session_id, m.role, snippet(messages_fts, 0, '>>>', '<<<', '...', 40), m.timestamp, s.started_at
+FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id
+WHERE messages_fts MATCH ? AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant')
+ORDER BY rank LIMIT 300
+"""
+
+
+def sanitise_fts5(query: str) -> str:
+    """The sanitising rules Hermes applies before MATCH (see HERMES_SPEC 4.4), in our own code."""
+    query = query[:2048]
+    phrases: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        phrases.append(match.group())
+        return f"\x00{len(phrases) - 1}\x00"
+
+    text = re.sub(r'"[^"]*"', keep, query)
+    text = re.sub(r'[+{}():"^]', " ", text)
+    text = re.sub(r"\*+", "*", text)
+    text = re.sub(r"(^|\s)\*", r"\1", text).strip()
+    text = re.sub(r"(?i)^(AND|OR|NOT)\b\s*", "", text)
+    text = re.sub(r"(?i)\s+(AND|OR|NOT)\s*$", "", text.strip())
+    text = re.sub(r"\b(\w+(?:[._-]\w+)+)\b", r'"\1"', text)
+    for number, phrase in enumerate(phrases):
+        text = text.replace(f"\x00{number}\x00", phrase)
+    return text.strip()
+
+
+class Baseline:
+    def __init__(self, path: Path, *, trigram: bool = True):
+        self.path = path
+        self.trigram = trigram
+        self.con = sqlite3.connect(path, isolation_level=None)
+        self.parents: dict[str, str | None] = {}
+
+    def build(self, raw: list, sessions: list[SessionInfo]) -> None:
+        """Bulk load without a journal (like hermeslab's rebuild), then WAL as Hermes runs it."""
+        self.con.execute("PRAGMA journal_mode = OFF")
+        self.con.execute("PRAGMA synchronous = OFF")
+        trigram = fts_table("messages_fts_trigram", "trigram") if self.trigram else ""
+        self.con.executescript(_BASELINE_TABLES + fts_table("messages_fts") + trigram)
+        self.con.execute("BEGIN")
+        self.con.executemany("INSERT INTO sessions (id, source, started_at, parent_session_id, title) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             [(s.id, s.source, s.started_at, s.parent_id, s.title) for s in sessions])
+        self.con.executemany(
+            _INSERT_MESSAGE,
+            [(session, role, content, calls, tool, ts) for _, session, role, content, calls, tool, ts in raw])
+        self.con.execute("COMMIT")
+        self.con.execute("PRAGMA journal_mode = WAL")
+        self.con.execute("PRAGMA synchronous = NORMAL")
+        self.parents = {s.id: s.parent_id for s in sessions}
+
+    def messages(self) -> int:
+        """Messages already in the file (0 for a new one)."""
+        try:
+            return int(self.con.execute("SELECT count(*) FROM messages").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+    def prepare(self, sessions: list[SessionInfo]) -> None:
+        """Use a file an earlier run built."""
+        self.con.execute("PRAGMA journal_mode = WAL")
+        self.con.execute("PRAGMA synchronous = NORMAL")
+        self.parents = {s.id: s.parent_id for s in sessions}
+
+    def insert(self, raw: list) -> None:
+        self.con.execute("BEGIN")
+        self.con.executemany(
+            _INSERT_MESSAGE,
+            [(session, role, content, calls, tool, ts) for _, session, role, content, calls, tool, ts in raw])
+        self.con.execute("COMMIT")
+
+    def search(self, query: str, limit: int = 3) -> list[tuple[str, str]]:
+        match = sanitise_fts5(query)
+        if not match:
+            return []
+        try:
+            rows = self.con.execute(_BASELINE_QUERY, (match,)).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        roots: dict[str, str] = {}
+        for row in rows:
+            root = self._root(row[1])
+            if root not in roots:
+                roots[root] = row[3]
+                if len(roots) == limit:
+                    break
+        return list(roots.items())
+
+    def _root(self, session: str) -> str:
+        seen = {session}
+        while (parent := self.parents.get(session)) and parent not in seen and parent in self.parents:
+            seen.add(parent)
+            session = parent
+        return session
+
+
+# ---------------------------------------------------------------- measuring
+
+def percentiles(values_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(values_ms)
+
+    def at(fraction: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2)
+
+    return {"p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99), "max_ms": round(ordered[-1], 2),
+            "mean_ms": round(statistics.fmean(ordered), 2)}
+
+
+def run_queries(index: SearchIndex, baseline: Baseline, queries: dict[str, list[str]]) -> dict:
+    flat = [(kind, query) for kind, items in queries.items() for query in items]
+    for _, query in flat:  # warm both page caches
+        index.search(query, limit=3)
+        baseline.search(query)
+    ours: dict[str, list[float]] = {kind: [] for kind in queries}
+    theirs: dict[str, list[float]] = {kind: [] for kind in queries}
+    inexact, empty_ours, empty_theirs = 0, 0, 0
+    for kind, query in flat:
+        started = time.perf_counter()
+        result = index.search(query, limit=3)
+        ours[kind].append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        found = baseline.search(query)
+        theirs[kind].append((time.perf_counter() - started) * 1000)
+        inexact += not result.exact
+        empty_ours += not result.hits
+        empty_theirs += not found
+    return {
+        "hermeslab": {**percentiles([v for vs in ours.values() for v in vs]),
+                      "by_kind": {kind: percentiles(vs) for kind, vs in ours.items() if vs},
+                      "inexact_queries": inexact, "queries_without_hits": empty_ours},
+        "fts5": {**percentiles([v for vs in theirs.values() for v in vs]),
+                 "by_kind": {kind: percentiles(vs) for kind, vs in theirs.items() if vs},
+                 "queries_without_hits": empty_theirs},
+    }
+
+
+def insert_costs(index: SearchIndex, baseline: Baseline, sources: list, n_messages: int, n_sessions: int) -> dict:
+    """10-message inserts into both, after the bulk build (new ids continuing the corpus and earlier inserts)."""
+    held = int(index.stats()["messages"])
+    extra_docs, _, extra_raw = corpus(sources, held + 10 * INSERT_BATCHES, n_sessions)
+    extra_docs, extra_raw = extra_docs[held:], extra_raw[held:]
+    ours, theirs = [], []
+    for batch in range(INSERT_BATCHES):
+        part = slice(batch * 10, batch * 10 + 10)
+        started = time.perf_counter()
+        index.add(extra_docs[part])
+        ours.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        baseline.insert(extra_raw[part])
+        theirs.append((time.perf_counter() - started) * 1000)
+    pending = index.stats()["unmerged_messages"]
+    started = time.perf_counter()
+    index.merge()
+    merge_s = time.perf_counter() - started
+    return {"hermeslab": {**percentiles(ours), "merge_s": round(merge_s, 3), "merged_messages": int(pending),
+                          "merge_every_messages": index.merge_docs,
+                          "merge_ms_per_10_messages": round(merge_s * 1000 * 10 / max(1, pending), 2)},
+            "fts5": percentiles(theirs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--sessions", type=int, default=None, help="default: one per 100 messages")
+    parser.add_argument("--datasets", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the two index files go (default: a temp dir)")
+    parser.add_argument("--no-trigram", action="store_true",
+                        help="leave out the baseline's trigram table (it serves only CJK queries; halves its build)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse both indexes of this corpus left in --workdir by an earlier run (builds not timed)")
+    options = parser.parse_args()
+    if options.messages < 100:
+        parser.error("--messages must be at least 100")
+    n_sessions = options.sessions or max(1, options.messages // 100)
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="session_search_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        started = time.perf_counter()
+        sources = load_sources(options.datasets)
+        docs, sessions, raw = corpus(sources, options.messages, n_sessions)
+        queries = query_set(docs)
+        print(f"corpus: {len(docs)} messages, {len(sessions)} sessions in {time.perf_counter() - started:.1f}s",
+              file=sys.stderr)
+
+        index = SearchIndex(workdir / "hermeslab.search.sqlite")
+        baseline = Baseline(workdir / "fts5.sqlite", trigram=not options.no_trigram)
+        ours_build: float | None = None
+        theirs_build: float | None = None
+        held = int(index.stats()["messages"])
+        if not (options.reuse and held >= len(docs) and baseline.messages() == held):
+            started = time.perf_counter()
+            index.rebuild(docs, sessions)
+            ours_build = time.perf_counter() - started
+            print(f"hermeslab index built in {ours_build:.1f}s", file=sys.stderr)
+            baseline.con.close()
+            _remove_files(workdir / "fts5.sqlite")
+            baseline = Baseline(workdir / "fts5.sqlite", trigram=not options.no_trigram)
+            started = time.perf_counter()
+            baseline.build(raw, sessions)
+            theirs_build = time.perf_counter() - started
+            print(f"FTS5 baseline built in {theirs_build:.1f}s", file=sys.stderr)
+        else:
+            baseline.prepare(sessions)
+        del raw
+
+        # The corpus is millions of live objects: keep the collector's full passes out of the timings.
+        gc.collect()
+        gc.freeze()
+        timings = run_queries(index, baseline, queries)
+        inserts = insert_costs(index, baseline, sources, options.messages, n_sessions)
+        ours_bytes, theirs_bytes = index.size_bytes(), _size(baseline.path)
+        report = {
+            "benchmark": "session_search",
+            "messages": len(docs),
+            "sessions": len(sessions),
+            "queries": {kind: len(items) for kind, items in queries.items()},
+            "hermeslab": {**timings["hermeslab"], "build_s": None if ours_build is None else round(ours_build, 1),
+                          "insert_10": inserts["hermeslab"], "bytes": ours_bytes, "terms": index.stats()["terms"]},
+            "fts5": {**timings["fts5"], "build_s": None if theirs_build is None else round(theirs_build, 1),
+                     "insert_10": inserts["fts5"],
+                     "bytes": theirs_bytes, "trigram_table": not options.no_trigram},
+            "ratios": {
+                "p50_fts5_over_hermeslab": round(timings["fts5"]["p50_ms"] / timings["hermeslab"]["p50_ms"], 2),
+                "p95_fts5_over_hermeslab": round(timings["fts5"]["p95_ms"] / timings["hermeslab"]["p95_ms"], 2),
+                "build_hermeslab_over_fts5": None if ours_build is None else round(ours_build / theirs_build, 2),
+                "reused_indexes": ours_build is None,
+                "bytes_hermeslab_over_fts5": round(ours_bytes / theirs_bytes, 2),
+            },
+        }
+        index.close()
+        baseline.con.close()
+    finally:
+        if options.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(report))
+
+
+def _remove_files(path: Path) -> None:
+    for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        leftover.unlink(missing_ok=True)
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,426 @@
+"""A/B runs: every config over every recorded session, resumable and reproducible.
+
+A *cell* is one (session, config) pair. A cell function turns it into one flat
+row of numbers; the default replays the recording through the agent loop
+under the config and measures the run. ``run_ab`` plans the cells, skips the
+ones a results file already holds (same session id, config hash and cell
+function), sends the rest to an executor in chunks, stores each outcome as it
+arrives, and returns the rows in a fixed order — configs in the order given,
+sessions in input order — so a rerun, a resumed run and a run on another
+executor give the same frame. A cell that raises becomes a row with status
+``error`` and the error text; the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import itertools
+import json
+import numbers
+import platform
+import secrets
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hermeslab import __version__
+from hermeslab.context.presets import PRESETS, apply_preset
+from hermeslab.core.config import Config, ConfigError
+
+from .executors import CHUNKS_PER_WORKER, ChunkDone, make_executor, plan_chunks
+from .recording import Recording, RecordingProblem, read_recordings, validate_recording
+from .results import ROW_COLUMNS, CellRow, ResultsFile, RunInfo, config_records, utcnow
+
+Cell = Callable[[Recording, Config], Mapping[str, float | int]]
+ConfigSpec = Config | str | Path
+#: Seconds between writes of finished cells to the results file.
+FLUSH_SECONDS = 1.0
+
+
+# ---------------------------------------------------------------- cells
+
+
+@dataclass(frozen=True)
+class ReplayCell:
+    """The default cell: replay the recording through the agent loop under the config, then measure it.
+
+    ``summariser`` None takes the one the config names; pass e.g.
+    ``FixedSummariser()`` to time the loop and compression without a model.
+    """
+
+    summariser: Any = None
+
+    def __post_init__(self) -> None:
+        # Load the agent stack here, in the process that plans the run: forked workers then inherit it
+        # instead of each importing it again (a second or more per worker).
+        from . import metrics, replay  # noqa: F401
+
+    def __call__(self, recording: Recording, config: Config) -> dict[str, float | int]:
+        from .metrics import measure
+        from .replay import replay
+
+        return measure(replay(recording, config, summariser=self.summariser))
+
+    @property
+    def identity(self) -> str:
+        source = "config" if self.summariser is None else describe(self.summariser)
+        return f"hermeslab.eval.ab.ReplayCell(summariser={source})"
+
+
+def describe(obj: Any) -> str:
+    """A stable text naming an object by its class and its attributes (hashed when long).
+
+    Raises ValueError for an object whose attributes are not plain data,
+    since its text would change from one process to the next.
+    """
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    try:
+        state = json.dumps(vars(obj), sort_keys=True)
+    except (TypeError, ValueError):
+        raise ValueError(f"cannot name a {name} stably: its attributes are not plain data; give it an "
+                         "'identity' string attribute") from None
+    if len(state) > 120:
+        state = "sha256:" + hashlib.sha256(state.encode()).hexdigest()[:16]
+    return f"{name}({state})"
+
+
+def cell_identity(cell: Callable[..., Any]) -> str:
+    """What identifies a cell function across runs and processes (stored with each result).
+
+    An ``identity`` string attribute wins; otherwise a function is named by
+    module and qualified name, a ``functools.partial`` by its function and
+    arguments, and any other callable by its class and attributes.
+    """
+    identity = getattr(cell, "identity", None)
+    if isinstance(identity, str) and identity:
+        return identity
+    if isinstance(cell, functools.partial):
+        arguments = json.dumps({"args": list(cell.args), "kwargs": cell.keywords}, sort_keys=True, default=describe)
+        return f"{cell_identity(cell.func)}{arguments}"
+    if inspect.isfunction(cell) or inspect.isbuiltin(cell):
+        if "<lambda>" in cell.__qualname__ or "<locals>" in cell.__qualname__:
+            raise ValueError(f"the cell function {cell.__qualname__} has no stable name; define it at the top "
+                             "level of a module")
+        return f"{cell.__module__}.{cell.__qualname__}"
+    if not callable(cell):
+        raise TypeError(f"cell must be callable as cell(recording, config), got {type(cell).__name__}")
+    return describe(cell)
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    session_id: str
+    config_hash: str
+    metrics: dict[str, float | int | None] | None = None
+    error: str | None = None
+
+
+def run_cell(cell: Cell, recording: Recording, config: Config, config_hash: str) -> CellOutcome:
+    """One cell; what it raises, or a row that is not flat numbers, becomes an error outcome."""
+    try:
+        row = cell(recording, config)
+        metrics = flat_metrics(row)
+    except Exception as exc:
+        return CellOutcome(recording.id, config_hash, error=error_text(exc))
+    return CellOutcome(recording.id, config_hash, metrics)
+
+
+def flat_metrics(row: Any) -> dict[str, float | int | None]:
+    """A cell's row as plain Python numbers; the error names the first entry that is not one."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"the cell returned a {type(row).__name__}, not a mapping of metric names to numbers")
+    metrics: dict[str, float | int | None] = {}
+    for name, value in row.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"metric names must be non-empty strings, got {name!r}")
+        if name in ROW_COLUMNS:
+            raise ValueError(f"the metric name {name!r} is reserved for the results' key columns")
+        if value is None:
+            metrics[name] = None
+        elif isinstance(value, (bool, numbers.Integral)):
+            metrics[name] = int(value)
+        elif isinstance(value, numbers.Real):
+            metrics[name] = float(value)
+        else:
+            raise TypeError(f"metric {name!r} is a {type(value).__name__} ({value!r:.60}), not a number")
+    return metrics
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` and where it was raised (the innermost frame)."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        text += f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})"
+    return text
+
+
+# ---------------------------------------------------------------- chunks of work
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every worker needs once: the cell function and the configs by hash."""
+
+    cell: Cell
+    configs: Mapping[str, Config]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Recordings and, for each, the config hashes still to run on it."""
+
+    recordings: tuple[Recording, ...]
+    hashes: tuple[tuple[str, ...], ...]
+
+    @property
+    def cells(self) -> list[tuple[str, str]]:
+        return [(r.id, h) for r, hashes in zip(self.recordings, self.hashes) for h in hashes]
+
+
+def run_chunk(shared: Shared, chunk: Chunk) -> list[CellOutcome]:
+    """Every cell of one chunk (runs inside a worker).
+
+    Config by config, so consecutive cells share a config and whatever a cell
+    function derives from one (a hash, a compiled policy) can be reused.
+    """
+    return [run_cell(shared.cell, recording, shared.configs[config_hash], config_hash)
+            for config_hash in shared.configs
+            for recording, hashes in zip(chunk.recordings, chunk.hashes) if config_hash in hashes]
+
+
+def recording_weight(recording: Recording) -> int:
+    """A cheap stand-in for a replay's cost: the characters of the recorded messages."""
+    return sum(len(m["content"]) for m in recording.messages if isinstance(m.get("content"), str)) + 1
+
+
+# ---------------------------------------------------------------- configs
+
+
+def resolve_config(spec: ConfigSpec) -> Config:
+    """A Config from a Config, a YAML path, a preset name, or ``BASE,key=value,...``.
+
+    In the text form the parts are separated by commas: at most one part
+    without ``=`` is the base (a preset name such as ``hermes-0.19``, or a YAML
+    file), the others are dotted overrides whose values are read as YAML
+    scalars (``model.context_length=16000``). Without a base the defaults
+    (``seed`` preset) are used.
+    """
+    if isinstance(spec, Config):
+        return spec
+    if isinstance(spec, Path):
+        return _load_yaml_config(spec, {})
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"a config must be a Config, a YAML path, a preset name or key=value text, got {spec!r}")
+    import yaml
+
+    base: str | None = None
+    overrides: dict[str, Any] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            raise ConfigError(f"config {spec!r} has an empty part")
+        if "=" in part:
+            key, _, value = part.partition("=")
+            try:
+                overrides[key.strip()] = yaml.safe_load(value) if value.strip() else None
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config {spec!r}: cannot read the value of {key.strip()!r}: {exc}") from None
+        elif base is None:
+            base = part
+        else:
+            raise ConfigError(f"config {spec!r} names two bases ({base!r} and {part!r}); give one preset or file")
+    if base is None:
+        base = "seed"
+    if base in PRESETS:
+        return apply_preset(Config(), base).with_overrides(overrides)
+    if Path(base).is_file():
+        return _load_yaml_config(Path(base), overrides)
+    raise ConfigError(f"config {spec!r}: {base!r} is neither a preset ({', '.join(PRESETS)}) nor a YAML file")
+
+
+def _load_yaml_config(path: Path, overrides: dict[str, Any]) -> Config:
+    from hermeslab.runtime import load_config
+
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    return load_config(path, overrides)
+
+
+def config_label(spec: ConfigSpec) -> str:
+    """The name a config gets when none is given: a file's stem, or the text itself."""
+    if isinstance(spec, Path):
+        return spec.stem
+    if isinstance(spec, str) and "," not in spec and spec.endswith((".yaml", ".yml")):
+        return Path(spec).stem
+    if isinstance(spec, Config):
+        return spec.digest()
+    return str(spec)
+
+
+# ---------------------------------------------------------------- recordings
+
+
+def gather_recordings(recordings: Any, *, limit: int | None = None) -> tuple[list[Recording], list[RecordingProblem]]:
+    """Recordings from objects, parsed dicts, or JSONL paths, and the problems of what was skipped.
+
+    A file contributes its good lines (at most ``limit`` of them) and a
+    problem for each bad one, with its path and line. A session id seen
+    before is a problem too and its later copy is skipped: the id is what
+    pairs a session's results across configs and runs.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    if isinstance(recordings, (str, Path, Mapping, Recording)):
+        recordings = [recordings]
+    gathered: list[Recording] = []
+    problems: list[RecordingProblem] = []
+    for item in recordings:
+        if isinstance(item, Recording):
+            gathered.append(item)
+        elif isinstance(item, Mapping):
+            found = validate_recording(dict(item))
+            problems.extend(found)
+            if not found:
+                gathered.append(Recording.from_dict(item))
+        elif isinstance(item, (str, Path)):
+            loaded = read_recordings(item)
+            gathered.extend(itertools.islice(loaded, limit))
+            problems.extend(loaded.problems)
+        else:
+            raise TypeError(f"recordings must be Recording objects, dicts or JSONL paths, got {type(item).__name__}")
+    seen: set[str] = set()
+    unique: list[Recording] = []
+    for recording in gathered:
+        if recording.id in seen:
+            problems.append(RecordingProblem("the session id appears more than once; later copies are skipped",
+                                             recording_id=recording.id))
+            continue
+        seen.add(recording.id)
+        unique.append(recording)
+    return unique, problems
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Path | None = None,
+           executor: Any = "processes", workers: int | None = None, cell: Cell | None = None,
+           progress: bool = True, limit: int | None = None) -> pd.DataFrame:
+    """Run ``cell`` on every (session, config) and return one row per cell.
+
+    ``recordings``: Recording objects, parsed JSONL dicts, or paths of JSONL
+    files (bad lines are skipped and reported). ``configs``: name → Config,
+    YAML path, preset name or ``BASE,key=value`` text (see
+    ``resolve_config``). ``out``: a DuckDB results file; cells it already
+    holds for this cell function are returned without being run again (failed
+    ones are retried). ``executor``: ``processes`` (default), ``serial``,
+    ``dask``, a ``dask.distributed.Client`` or an Executor; ``workers`` sizes a
+    pool made here. ``cell`` defaults to ``ReplayCell()``. ``limit`` takes
+    only the first sessions of each file.
+
+    The frame has ``session_id``, ``config``, ``config_hash``, ``run_id``
+    (of the run that computed the row), ``cell``, ``status`` (``ok`` or
+    ``error``), ``error`` and one column per metric. ``frame.attrs`` holds
+    ``run_id`` and ``problems`` (``RecordingProblem``s of what was skipped:
+    path, line, reason).
+    """
+    cell = cell if cell is not None else ReplayCell()
+    identity = cell_identity(cell)
+    named = _resolve_configs(configs)
+    chosen = make_executor(executor, workers)
+    found, problems = gather_recordings(recordings, limit=limit)
+    if problems:
+        shown = "\n".join(str(p) for p in problems[:10])
+        more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        warnings.warn(f"skipped recordings, {len(problems)} problem(s):\n{shown}{more}", stacklevel=2)
+
+    hashes = {name: config.digest() for name, config in named.items()}
+    wanted = pd.DataFrame([(recording.id, name, hashes[name]) for name in named for recording in found],
+                          columns=["session_id", "config", "config_hash"])
+    wanted.insert(0, "position", range(len(wanted)))
+    name_of: dict[str, str] = {}  # two names for one config run once; the stored row carries the first name
+    for name, config_hash in hashes.items():
+        name_of.setdefault(config_hash, name)
+    store = ResultsFile(out)
+    try:
+        stored = store.finished(wanted, identity)
+        done = set(zip(stored.loc[stored["status"] == "ok", "session_id"],
+                       stored.loc[stored["status"] == "ok", "config_hash"]))
+        store.forget(stored[stored["status"] != "ok"], identity)
+        chunks = plan_work(found, list(name_of), done, chosen.workers * CHUNKS_PER_WORKER)
+        run = RunInfo(run_id=new_run_id(), started_at=utcnow(), hermeslab_version=__version__,
+                      host=platform.node(), python=sys.version.split()[0], cell=identity, executor=chosen.name,
+                      workers=chosen.workers, configs=config_records(named), sessions=len(found),
+                      cells=len(wanted), problems=[dataclasses.asdict(p) for p in problems])
+        store.start_run(run)
+        computed = failed = 0
+        status = "interrupted"
+        try:
+            shared = Shared(cell, {h: named[name] for h, name in name_of.items()})
+            for outcome in _execute(chosen, shared, chunks, progress):
+                store.add([CellRow(outcome.session_id, name_of[outcome.config_hash], outcome.config_hash,
+                                   run.run_id, identity, "error" if outcome.error else "ok", outcome.error,
+                                   outcome.metrics or {})])
+                computed += 1
+                failed += outcome.error is not None
+                if store.due(FLUSH_SECONDS):
+                    store.flush()
+            status = "finished"
+        finally:
+            store.finish_run(run.run_id, status, computed=computed, reused=len(done), failed=failed)
+        frame = store.rows(wanted, identity)
+    finally:
+        store.close()
+    frame.attrs.update(run_id=run.run_id, problems=problems)
+    return frame
+
+
+def plan_work(recordings: list[Recording], hashes: list[str], done: set[tuple[str, str]],
+              target_chunks: int) -> list[Chunk]:
+    """Chunks of the cells not yet ``done``; each recording appears in one chunk with all its pending configs."""
+    todo = [(recording, tuple(h for h in hashes if (recording.id, h) not in done)) for recording in recordings]
+    todo = [(recording, pending) for recording, pending in todo if pending]
+    groups = plan_chunks([recording_weight(recording) * len(pending) for recording, pending in todo], target_chunks)
+    return [Chunk(tuple(todo[i][0] for i in group), tuple(todo[i][1] for i in group)) for group in groups]
+
+
+def _resolve_configs(configs: Mapping[str, ConfigSpec]) -> dict[str, Config]:
+    if not isinstance(configs, Mapping) or not configs:
+        raise ValueError("configs must be a non-empty mapping of names to configs")
+    named = {}
+    for name, spec in configs.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"config names must be non-empty strings, got {name!r}")
+        named[name] = resolve_config(spec)
+    return named
+
+
+def _execute(chosen: Any, shared: Shared, chunks: list[Chunk], progress: bool) -> Iterable[CellOutcome]:
+    """Outcomes of every cell as chunks finish; a chunk whose task failed yields an error for each of its cells."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=sum(len(c.cells) for c in chunks), unit="cell", disable=not progress,
+              desc="A/B cells") as bar:
+        done: ChunkDone
+        for done in chosen.run(run_chunk, shared, chunks):
+            if done.error is not None:
+                outcomes = [CellOutcome(sid, h, error=f"the worker running this cell failed: {done.error}")
+                            for sid, h in chunks[done.index].cells]
+            else:
+                outcomes = done.result
+            yield from outcomes
+            bar.update(len(outcomes))
+
+
+def new_run_id() -> str:
+    return f"ab-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"

@@ -1,0 +1,319 @@
+"""The numbers of one replay: what it cost, how big the context got, what compression did, kept and lost.
+
+``measure(run)`` turns a ``ReplayRun`` into one flat row (session × config):
+
+* **usage** — answered calls, prompt tokens summed over them (the quadratic
+  bill), the largest prompt, completion tokens;
+* **compression** — attempts in total and by trigger, ineffective ones, summary
+  calls with the tokens they read and wrote;
+* **cost** — of the model calls and the summary calls, at the recorded
+  model's list price (``eval.prices``), without prompt caching and with it.
+  The cached part of a call is the prompt prefix it shares with the previous
+  call (the tool schemas and the messages up to the first one that changed):
+  an ideal cache, since providers also round to blocks and expire entries;
+* **invariants** — what compressions broke that was intact before: tool calls
+  and results left without their partner, the latest real user message gone,
+  roles out of order;
+* **task survival** — the share of compressions after which the latest real
+  user message is still there verbatim;
+* **retention** — key facts (ids, paths, numbers, names) that a compression
+  took out of the context and that a later recorded reply uses again: the
+  share still present verbatim in the context of the call that uses them;
+* **deviations** — where the loop could not follow the recording, and the
+  recording shapes the replay adapted to (``eval.replay``).
+
+A fact is a word (the text split at whitespace, quotes, brackets and
+``; = | ! ? *``, a ``.``, ``:`` or ``,`` that ends a clause dropped) that
+``context.entities`` recognises on its own as an identifier: ``src/app.py``,
+``order_4711``, ``1,250``, ``v2.3.1``. Each
+(compression, fact) pair is judged once, at the first call after the
+compression whose recorded reply uses the fact. Shares with nothing to count
+are NaN (not defined), and their numerators and denominators are reported
+beside them so that runs can be pooled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+from hermeslab.context.entities import extract_entities
+from hermeslab.core.messages import text_of, tool_calls_of
+
+from .prices import Price, price_for
+from .replay import DEVIATIONS, CompressionRecord, ReplayRun
+from .replay_compression import holds_user_message
+
+TRIGGERS = ("preflight", "turn", "pressure", "overflow", "manual")
+#: Deviations where the loop did not follow the recording (the rest are shapes the replay adapted to).
+DIVERGENCES = ("missed_calls", "extra_calls", "tool_mismatches")
+
+#: Characters that separate words and are never part of a fact (line breaks and tabs become plain spaces).
+_SEPARATORS = str.maketrans(dict.fromkeys("\"'`()[]{}<>;=|!?*\\\n\r\t", " "))
+#: A word's own trailing mark in running text ("see src/app.py." or "line 42,"): dropped, the word kept.
+_CLAUSE_ENDS = (". ", ", ", ": ")
+#: Tokens already judged by the entity extractor (bounded; cleared when full).
+_FACT_VERDICTS: dict[str, bool] = {}
+_FACT_VERDICTS_MAX = 200_000
+#: Word sets of message texts (bounded; cleared when full).
+_TEXT_WORDS: dict[str, frozenset[str]] = {}
+_TEXT_WORDS_MAX = 50_000
+#: Word sets of recorded replies, by the identity of their content and tool calls (bounded; cleared when full).
+_REPLY_WORDS: dict[tuple[int, int], tuple[Any, Any, frozenset[str]]] = {}
+_REPLY_WORDS_MAX = 100_000
+
+
+def measure(run: ReplayRun, prices: Mapping[str, Price] | None = None) -> dict[str, float | int]:
+    """The flat metrics row of ``run`` (see the module docstring); ``prices`` replaces the default table."""
+    if not isinstance(run, ReplayRun):
+        raise TypeError(f"measure() needs a ReplayRun (from hermeslab.eval.replay.replay), got {type(run).__name__}")
+    price, unknown_model = price_for(run.model, prices)
+    calls = run.calls
+    prompt = sum(call.prompt_tokens for call in calls)
+    completion = sum(call.completion_tokens for call in calls)
+    cached = cached_prompt_tokens(run)
+    summary_in = sum(s.input_tokens for s in run.summaries)
+    summary_out = sum(s.output_tokens for s in run.summaries)
+    row: dict[str, float | int] = {
+        "recorded_calls": len(run.replies),
+        "api_calls": len(calls),
+        "prompt_tokens": prompt,
+        "peak_prompt_tokens": max((call.prompt_tokens for call in calls), default=0),
+        "completion_tokens": completion,
+        "cached_prompt_tokens": cached,
+        "compressions": len(run.compressions),
+    }
+    for trigger in TRIGGERS:
+        row[f"compressions_{trigger}"] = sum(1 for c in run.compressions if c.trigger == trigger)
+    row["ineffective_compressions"] = sum(1 for c in run.compressions if c.ineffective)
+    row["summary_calls"] = len(run.summaries)
+    row["summary_input_tokens"] = summary_in
+    row["summary_tokens"] = summary_out
+    row["cost_usd"] = price.cost(prompt + summary_in, 0, completion + summary_out)
+    row["cost_cached_usd"] = price.cost(prompt + summary_in, cached, completion + summary_out)
+    row["price_is_default"] = int(unknown_model)
+    row.update(invariant_violations(run.compressions))
+    kept, judged = task_survival(run.compressions)
+    row["task_kept"], row["task_judged"], row["task_survival"] = kept, judged, _share(kept, judged)
+    retained, at_risk = retention(run)
+    row["facts_retained"], row["facts_at_risk"], row["retention"] = retained, at_risk, _share(retained, at_risk)
+    for key in DEVIATIONS:
+        row[key] = run.deviations.get(key, 0)
+    row["deviations"] = sum(run.deviations.get(key, 0) for key in DIVERGENCES)
+    row["failed_turns"] = sum(1 for status in run.statuses if status in ("failed", "max_iterations"))
+    row["refused_calls"] = run.refused_calls
+    return row
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else math.nan
+
+
+# ---------------------------------------------------------------- prompt caching
+
+
+def cached_prompt_tokens(run: ReplayRun) -> int:
+    """Prompt tokens every call shares with the call before it, summed (see the module docstring)."""
+    total = 0
+    for previous, call in itertools.pairwise(run.calls):
+        before, now = previous.messages, call.messages
+        count = len(before)
+        if len(now) >= count and now[:count] == before:
+            total += previous.prompt_tokens
+            continue
+        shared = 0
+        for old, new in zip(before, now, strict=False):
+            if old is not new and old != new:
+                break
+            shared += 1
+        if shared:
+            total += run.tool_tokens + sum(run.counter.count_message(m) for m in now[:shared])
+    return total
+
+
+# ---------------------------------------------------------------- invariants
+
+
+def orphan_tool_messages(messages: Sequence[dict[str, Any]]) -> int:
+    """Tool calls that get no result, plus results that answer no earlier open call."""
+    open_calls: set[str] = set()
+    orphans = 0
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            open_calls.update(call.get("id") for call in tool_calls_of(message))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_calls:
+                open_calls.discard(call_id)
+            else:
+                orphans += 1
+    return orphans + len(open_calls)
+
+
+def role_order_problems(messages: Sequence[dict[str, Any]]) -> int:
+    """Places where the chat order breaks: a system message after the start, a tool result that does
+    not follow its assistant's calls, or two user (or two assistant) messages in a row."""
+    problems = 0
+    previous: str | None = None
+    calling = False  # the latest assistant message called tools and its results may follow
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            problems += previous not in (None, "system")
+        elif role == "tool":
+            problems += not calling
+        elif role == previous and role in ("user", "assistant"):
+            problems += 1
+        if role != "tool":
+            calling = role == "assistant" and bool(message.get("tool_calls"))
+        previous = role
+    return problems
+
+
+def invariant_violations(compressions: Sequence[CompressionRecord]) -> dict[str, int]:
+    """What the applied compressions broke that was intact in their input."""
+    orphans = missing = order = 0
+    for record in compressions:
+        if not record.changed:
+            continue
+        orphans += max(0, orphan_tool_messages(record.after) - orphan_tool_messages(record.before))
+        order += max(0, role_order_problems(record.after) - role_order_problems(record.before))
+        missing += record.latest_user is not None and not _holds(record)
+    return {"orphan_tool_pairs": orphans, "latest_user_missing": missing, "role_order_violations": order,
+            "invariant_violations": orphans + missing + order}
+
+
+def task_survival(compressions: Sequence[CompressionRecord]) -> tuple[int, int]:
+    """(compressions after which the latest real user message is still there verbatim, compressions judged)."""
+    judged = [record for record in compressions if record.changed and record.latest_user is not None]
+    return sum(1 for record in judged if _holds(record)), len(judged)
+
+
+def _holds(record: CompressionRecord) -> bool:
+    return holds_user_message(record.after, {"role": "user", "content": record.latest_user})
+
+
+# ---------------------------------------------------------------- retention
+
+
+def retention(run: ReplayRun) -> tuple[int, int]:
+    """(facts retained, facts at risk) over the run; see the module docstring."""
+    applied: dict[int, list[CompressionRecord]] = {}
+    for record in run.compressions:
+        if record.changed:
+            applied.setdefault(record.call, []).append(record)
+    if not applied:
+        return 0, 0
+    texts: dict[int, str] = {}  # message_text by message object, for this measurement
+
+    def text(message: dict[str, Any]) -> str:
+        found = texts.get(id(message))
+        if found is None:
+            found = texts[id(message)] = message_text(message)
+        return found
+
+    pending: list[set[str]] = []  # per compression, the words it took out whose next use is still to come
+    retained = at_risk = 0
+    for position in range(min(applied), len(run.calls)):
+        for record in applied.get(position, ()):
+            removed: set[str] = set()
+            for message in removed_messages(record, text):
+                removed |= text_words(text(message))
+            pending.append(removed)
+        if not any(pending):
+            continue
+        call = run.calls[position]
+        used = reply_words(run.replies[call.reply_index])
+        context: str | None = None
+        for removed in pending:
+            hits = removed & used
+            if not hits:
+                continue
+            removed -= hits
+            for fact in hits:
+                if is_fact(fact):
+                    at_risk += 1
+                    if context is None:
+                        context = "\n".join([text(m) for m in call.messages])
+                    retained += fact in context
+    return retained, at_risk
+
+
+def word_set(text: str) -> set[str]:
+    """The distinct words of a text, as the module docstring defines them (string methods only, C speed)."""
+    spaced = text.translate(_SEPARATORS)
+    for mark in _CLAUSE_ENDS:
+        spaced = spaced.replace(mark, " ")
+    return set(spaced.rstrip(".,:").split())
+
+
+def text_words(text: str) -> frozenset[str]:
+    """``word_set(text)``, remembered by text: the recorded messages a compression removes are the same
+    texts under every config replayed over a recording."""
+    words = _TEXT_WORDS.get(text)
+    if words is None:
+        words = frozenset(word_set(text))
+        if len(_TEXT_WORDS) >= _TEXT_WORDS_MAX:
+            _TEXT_WORDS.clear()
+        _TEXT_WORDS[text] = words
+    return words
+
+
+def reply_words(reply: dict[str, Any]) -> frozenset[str]:
+    """``word_set(message_text(reply))``, remembered by the reply's content and tool calls.
+
+    A replay puts the recording's own content string and tool-call list into
+    each reply it serves, so every config replayed over a recording reads the
+    same objects; the entry keeps them alive so their ids cannot be reused.
+    """
+    content, calls = reply.get("content"), reply.get("tool_calls")
+    key = (id(content), id(calls))
+    entry = _REPLY_WORDS.get(key)
+    if entry is not None and entry[0] is content and entry[1] is calls:
+        return entry[2]
+    words = frozenset(word_set(message_text(reply)))
+    if len(_REPLY_WORDS) >= _REPLY_WORDS_MAX:
+        _REPLY_WORDS.clear()
+    _REPLY_WORDS[key] = (content, calls, words)
+    return words
+
+
+def facts_in(text: str) -> list[str]:
+    """The facts a text names, each once."""
+    return [word for word in word_set(text) if is_fact(word)]
+
+
+def removed_messages(record: CompressionRecord,
+                     text: Callable[[dict[str, Any]], str] | None = None) -> list[dict[str, Any]]:
+    """Messages of the context before a compression that are not in its output unchanged (system prompt aside).
+
+    ``text`` is how a message's text is read (default ``message_text``); a caller may pass a memoised one.
+    """
+    read = text or message_text
+    kept = {id(m) for m in record.after}
+    texts = {read(m) for m in record.after}
+    return [m for m in record.before
+            if id(m) not in kept and m.get("role") != "system" and read(m) not in texts]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """What a message says: its text and the arguments of its tool calls."""
+    content = message.get("content")
+    text = content if isinstance(content, str) else text_of(message)
+    calls = message.get("tool_calls")
+    if not calls:
+        return text
+    return "\n".join([text, *((call.get("function") or {}).get("arguments") or "" for call in calls)])
+
+
+def is_fact(token: str) -> bool:
+    """Whether the entity extractor, reading ``token`` alone, finds exactly it (remembered per token)."""
+    verdict = _FACT_VERDICTS.get(token)
+    if verdict is None:
+        verdict = extract_entities(token) == [token]
+        if len(_FACT_VERDICTS) >= _FACT_VERDICTS_MAX:
+            _FACT_VERDICTS.clear()
+        _FACT_VERDICTS[token] = verdict
+    return verdict

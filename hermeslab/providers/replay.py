@@ -1,0 +1,209 @@
+"""A provider that answers from a recording: the k-th model call gets the k-th recorded assistant message.
+
+Replaying a recorded session under another compression config changes what
+the context holds and what each call costs, never what the model says. So the
+answers come from the recording, and the usage is measured on the request as
+it was actually sent: the prompt with a token counter (tiktoken, or the rough
+chars/4 arithmetic Hermes's own replay measures), the completion on the
+recorded message.
+
+With ``context_length`` set, a prompt above it is refused the way an
+OpenAI-compatible endpoint refuses it (HTTP 400, "maximum context length"),
+so the agent's overflow recovery runs as it would live. A refused call does
+not consume a recorded message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from ..context.estimate import ROUGH_LIST_IMAGE_TOKENS, rough_list_share, rough_messages_tokens
+from ..core.messages import tool_calls_of
+from ..core.tokens import (
+    CHARS_PER_TOKEN,
+    REPLY_PRIMING,
+    TokenCounter,
+    count_text,
+    default_counter,
+    rough_message_chars,
+    rough_tool_schema_tokens,
+)
+from .base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+
+#: Names a counter can be chosen by.
+COUNTERS = ("tiktoken", "rough")
+
+
+class ReplayExhausted(ProviderError):
+    """A call the recording holds no reply for.
+
+    Raised as a provider's refusal of a malformed request (HTTP 400), so an
+    agent ends the turn cleanly as failed, with the reason in its log, instead
+    of retrying a call no recording can answer.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message, status=400, error_type="replay_exhausted")
+
+
+class RoughCounter(TokenCounter):
+    """Hermes's chars/4 estimate behind the TokenCounter interface.
+
+    A request counts as the repr length of its messages / 4 (images at a flat
+    rate) plus the characters of the tool schemas / 4: the unit the ``rough``
+    estimator compares with its thresholds, and what Hermes's replay reports.
+    """
+
+    def count_message(self, message: dict[str, Any]) -> int:
+        chars, images = rough_list_share(message)
+        return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + images * ROUGH_LIST_IMAGE_TOKENS
+
+    def count_messages(self, messages: Sequence[dict[str, Any]]) -> int:
+        return rough_messages_tokens(messages)
+
+    def count_tools(self, tools: Sequence[dict] | None) -> int:
+        return rough_tool_schema_tokens(tools)
+
+    def count_request(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict] | None = None) -> int:
+        return rough_messages_tokens(messages) + rough_tool_schema_tokens(tools)
+
+
+def make_counter(name: str) -> TokenCounter:
+    """The counter called ``name``: the shared tiktoken counter, or the rough one."""
+    if name == "tiktoken":
+        return default_counter
+    if name == "rough":
+        return RoughCounter()
+    raise ValueError(f"unknown token counter {name!r} (expected one of {', '.join(COUNTERS)})")
+
+
+def completion_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
+    """Tokens a reply costs to produce: its text plus each tool call's name and arguments."""
+    if isinstance(counter, RoughCounter):
+        chars, _ = rough_message_chars(message)
+        return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    tokens = _text_tokens(message.get("content") or "")
+    for call in tool_calls_of(message):
+        function = call.get("function") or {}
+        tokens += _text_tokens(function.get("name") or "") + _text_tokens(function.get("arguments") or "")
+    return tokens
+
+
+#: tiktoken counts of recorded texts: replaying a recording again (another config) re-encodes none of them.
+_TEXT_TOKENS: dict[str, int] = {}
+_TEXT_TOKENS_MAX = 100_000
+
+
+def _text_tokens(text: str) -> int:
+    tokens = _TEXT_TOKENS.get(text)
+    if tokens is None:
+        tokens = count_text(text)
+        if len(_TEXT_TOKENS) >= _TEXT_TOKENS_MAX:
+            _TEXT_TOKENS.clear()
+        _TEXT_TOKENS[text] = tokens
+    return tokens
+
+
+@dataclass(frozen=True)
+class ServedCall:
+    """One answered call: which recorded reply it got and what it was sent."""
+
+    #: Position of the reply among the recording's assistant messages.
+    reply_index: int
+    #: The request's messages, as sent (the list object the provider received).
+    messages: list[dict[str, Any]]
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ReplayProvider:
+    """Answers calls in order with the recorded assistant messages (see the module docstring).
+
+    ``position`` is the index of the next reply and ``end`` the index where
+    the replies on offer stop (the recording's end unless a driver that knows
+    the recording's turns narrows it). ``served`` lists every answered call,
+    ``refused`` counts prompts turned away as too long and ``unanswered`` the
+    calls asked for at or past ``end``.
+    """
+
+    name = "replay"
+
+    def __init__(self, messages: Sequence[dict[str, Any]], *, counter: str | TokenCounter = "tiktoken",
+                 context_length: int | None = None, model: str = "replay"):
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise TypeError(f"messages must be a list of chat messages, got {type(messages).__name__}")
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise TypeError(f"message {index} must be an object, got {type(message).__name__}")
+        if context_length is not None and (isinstance(context_length, bool) or not isinstance(context_length, int)
+                                           or context_length <= 0):
+            raise ValueError(f"context_length must be a positive integer or None, got {context_length!r}")
+        self.counter = make_counter(counter) if isinstance(counter, str) else counter
+        if not isinstance(self.counter, TokenCounter):
+            raise TypeError(f"counter must be a name ({', '.join(COUNTERS)}) or a TokenCounter, "
+                            f"got {type(counter).__name__}")
+        self.replies = [_reply(message) for message in messages if message.get("role") == "assistant"]
+        self.context_length = context_length
+        self.model = model
+        self.position = 0
+        self.end = len(self.replies)
+        self.served: list[ServedCall] = []
+        self._last_request: tuple[list[dict[str, Any]], int] = ([], 0)
+        self.refused = 0
+        self.unanswered = 0
+
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        if self.position >= self.end:
+            self.unanswered += 1
+            if self.end >= len(self.replies):
+                raise ReplayExhausted(f"reply {self.position + 1} was asked for, but the recording holds only "
+                                      f"{len(self.replies)} assistant messages")
+            raise ReplayExhausted(f"the recording has no reply here: the next recorded assistant message "
+                                  f"({self.end + 1} of {len(self.replies)}) comes after another message")
+        prompt = self._prompt_tokens(request)
+        if self.context_length is not None and prompt > self.context_length:
+            self.refused += 1
+            raise ProviderError(
+                f"This model's maximum context length is {self.context_length} tokens. However, your messages "
+                f"resulted in {prompt} tokens. Please reduce the length of the messages.",
+                status=400, error_type="context_length_exceeded", context_limit=self.context_length)
+        index = self.position
+        message = self.replies[index]
+        self.position += 1
+        completion = completion_tokens(message, self.counter)
+        self.served.append(ServedCall(index, request.messages, prompt, completion))
+        return ChatResponse(message=dict(message), finish_reason="tool_calls" if message.get("tool_calls") else "stop",
+                            usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
+                            model=request.model or self.model)
+
+    def _prompt_tokens(self, request: ChatRequest) -> int:
+        """The request's size. A tiktoken count of a request that extends the previous one (the history only
+        grew) adds just the new messages; the rough estimate keeps such a running sum itself."""
+        if type(self.counter) is not TokenCounter:
+            return self.counter.count_request(request.messages, request.tools)
+        messages = request.messages
+        last, total = self._last_request
+        count = len(last)
+        if not count or len(messages) < count or messages[count - 1] is not last[-1] or messages[:count] != last:
+            count, total = 0, 0
+        total += sum(self.counter.count_message(m) for m in messages[count:])
+        self._last_request = (list(messages), total)
+        return total + REPLY_PRIMING + self.counter.count_tools(request.tools)
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
+        response = self.complete(request)
+        text = response.message.get("content")
+        if text:
+            yield StreamDelta(text=text)
+        yield response
+
+
+def _reply(message: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a recorded assistant message a model produces: its text and its tool calls."""
+    reply: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+    calls = message.get("tool_calls")
+    if calls:
+        reply["tool_calls"] = calls
+    return reply

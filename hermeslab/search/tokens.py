@@ -1,0 +1,120 @@
+"""Turn message text into index terms.
+
+Agent transcripts are half prose, half code, so one rule set serves both:
+
+* A *word* is a run of letters, digits and ``_``; it is indexed lower-cased.
+* A word written as an identifier (``get_user_name``, ``getUserName``,
+  ``HTTPServer``) is also indexed by its parts (``get``, ``user``, ``name``), so
+  prose queries find code and identifier queries still prefer the exact name.
+* Words joined by ``.`` or ``-`` (``agent.py``, ``os.path.join``, ``chat-send``,
+  ``v1.2.3``) are also indexed as one compound term. A path such as
+  ``src/hermeslab/agent.py`` therefore yields ``src``, ``hermeslab``,
+  ``agent.py``, ``agent`` and ``py``.
+* Scripts written without spaces between words (CJK, Thai, Lao, Khmer,
+  Myanmar) are indexed as overlapping character bigrams: most Chinese and
+  Japanese words are two characters long, which trigrams cannot match. A query
+  of one such character has no bigram and is answered by a substring scan
+  (see ``hermeslab.search.query``).
+
+Terms longer than ``MAX_TERM_CHARS`` are cut to that length on both sides, which
+keeps pasted hashes and base64 from bloating the index while still matching.
+Query text goes through the same functions, so both sides always agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Iterator
+
+MAX_TERM_CHARS = 64
+
+#: Scripts without spaces between words. CJK ideographs (with extensions A and
+#: B and compatibility forms), kana, Hangul, Thai, Lao, Myanmar and Khmer.
+UNSEGMENTED = (
+    "\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002a6df"
+)
+_UNSEGMENTED_CHAR = re.compile(f"[{UNSEGMENTED}]")
+_RUN = re.compile(f"[{UNSEGMENTED}]{{2,}}")
+# Boundaries inside an identifier: lower→Upper ("getUser"), and the last capital
+# of an acronym before a lower-case letter ("HTTPServer" → "HTTP", "Server").
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+#: Words and ``.``/``-`` compounds in their original case; plain ``\\w`` for text without
+#: unsegmented characters (nearly all of it), where it runs about twice as fast.
+_PLAIN_TOKEN = re.compile(r"\w++(?:[.\-]\w++)*+")
+_MIXED_TOKEN = re.compile(f"[^\\W{UNSEGMENTED}]++(?:[.\\-][^\\W{UNSEGMENTED}]++)*+")
+_UNIT = re.compile(f"[{UNSEGMENTED}]|[^\\W{UNSEGMENTED}]+")
+#: Lines (words) with a capital or an underscore: the only ones that can have parts.
+_MAYBE_IDENTIFIER = re.compile(r"^[^\n]*[A-Z_][^\n]*$", re.MULTILINE)
+_COMPOUND = re.compile(r"^[^\n]*[.\-][^\n]*$", re.MULTILINE)
+_TOO_LONG = re.compile(f"[^\\n.\\-]{{{MAX_TERM_CHARS + 1}}}")
+
+
+def terms(text: str) -> list[str]:
+    """Every index term of ``text``, repeats included (their count is the term frequency).
+
+    The order of the list carries no meaning. Most of the work is a few passes
+    of C string code over the whole text rather than a Python step per word,
+    which is what makes indexing a million messages affordable.
+    """
+    mixed = _UNSEGMENTED_CHAR.search(text) is not None
+    joined = "\n".join((_MIXED_TOKEN if mixed else _PLAIN_TOKEN).findall(text))
+    out: list[str] = []
+    if joined:
+        has_compounds = "." in joined or "-" in joined
+        words = joined.replace(".", "\n").replace("-", "\n") if has_compounds else joined
+        lowered = joined.lower()
+        out = words.lower().split("\n")
+        if has_compounds:
+            out.extend(_COMPOUND.findall(lowered))
+        if lowered != joined or "_" in joined:
+            out.extend(_identifier_parts(_MAYBE_IDENTIFIER.findall(words)))
+        if _TOO_LONG.search(lowered):
+            out = [term[:MAX_TERM_CHARS] for term in out]
+    if mixed:
+        for run in _RUN.findall(text):
+            out.extend(bigrams(run))
+    return out
+
+
+def _identifier_parts(words: list[str]) -> list[str]:
+    """The parts of every word written as an identifier, once per occurrence of the word."""
+    out: list[str] = []
+    for word, count in Counter(words).items():
+        if "_" not in word and (word.islower() or word.isupper()):
+            continue
+        parts = [piece.lower() for chunk in word.split("_") for piece in _CAMEL.findall(chunk)]
+        if len(parts) > 1:
+            out.extend(parts * count)
+    return out
+
+
+def term_counts(text: str) -> tuple[Counter[str], int]:
+    """Term frequencies and the document length (the number of terms, repeats included)."""
+    found = terms(text)
+    return Counter(found), len(found)
+
+
+def bigrams(run: str) -> list[str]:
+    """Overlapping character pairs of an unsegmented run; a single character yields nothing."""
+    return [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+def is_unsegmented(char: str) -> bool:
+    return _UNSEGMENTED_CHAR.fullmatch(char) is not None
+
+
+def units(text: str) -> Iterator[re.Match[str]]:
+    """Words and single unsegmented characters with their positions: what phrases and snippets line up on."""
+    return _UNIT.finditer(text)
+
+
+def unit_key(text: str) -> str:
+    """``text`` reduced to its lower-cased units separated by single spaces, padded with a space each side.
+
+    A phrase occurs in a text exactly when its key is a substring of the text's key.
+    """
+    return " " + " ".join(_UNIT.findall(text.lower())) + " "

@@ -1,0 +1,5 @@
+"""An MCP server that starts but never answers the handshake."""
+
+import time
+
+time.sleep(120)

@@ -1,0 +1,428 @@
+"""The A/B runner: configs, cell identity, failures, resuming from a results file, determinism, the CLI."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+import yaml
+
+from hermeslab.context.presets import apply_preset
+from hermeslab.core.config import Config, ConfigError
+from hermeslab.eval.ab import (
+    ReplayCell,
+    cell_identity,
+    config_label,
+    describe,
+    flat_metrics,
+    gather_recordings,
+    plan_work,
+    resolve_config,
+    run_ab,
+)
+from hermeslab.eval.recording import Recording
+from hermeslab.eval.replay_compression import FixedSummariser
+from hermeslab.eval.results import ResultsFile, read_results
+
+CONFIGS = {"hermes": "hermes-0.19,model.context_length=8000", "seed": "seed"}
+CALLS: list[tuple[str, int]] = []
+
+
+def sized(recording: Recording, config: Config) -> dict[str, float | int]:
+    """A cheap cell that records each invocation; sessions whose id ends in ``!`` fail."""
+    CALLS.append((recording.id, config.model.context_length))
+    if recording.id.endswith("!"):
+        raise RuntimeError(f"cannot measure {recording.id}")
+    chars = sum(len(m["content"]) for m in recording.messages)
+    return {"messages": len(recording.messages), "fill": chars / config.model.context_length}
+
+
+STOP_AT: int | None = None
+
+
+def interruptible(recording: Recording, config: Config) -> dict[str, float | int]:
+    """``sized``, but the ``STOP_AT``-th invocation is interrupted as if by Ctrl+C."""
+    if STOP_AT is not None and len(CALLS) + 1 == STOP_AT:
+        raise KeyboardInterrupt
+    return sized(recording, config)
+
+
+def returns_text(recording: Recording, config: Config) -> dict:
+    return {"messages": "many"}
+
+
+def with_offset(recording: Recording, config: Config, offset: int = 0) -> dict[str, int]:
+    return {"messages": len(recording.messages) + offset}
+
+
+def fractional_later(recording: Recording, config: Config) -> dict[str, float | int]:
+    return {"value": 1 if recording.id == "s0" else 0.5}
+
+
+class Scaled:
+    """A callable cell object named by its attributes."""
+
+    def __init__(self, factor: int):
+        self.factor = factor
+
+    def __call__(self, recording: Recording, config: Config) -> dict[str, int]:
+        return {"scaled": self.factor * len(recording.messages)}
+
+
+def session(sid: str, turns: int = 1) -> Recording:
+    messages = [{"role": "system", "content": "be brief"}]
+    for turn in range(turns):
+        messages += [{"role": "user", "content": f"question {turn} " * (turn + 1)},
+                     {"role": "assistant", "content": f"answer {turn}"}]
+    return Recording(id=sid, messages=messages)
+
+
+SESSIONS = [session(f"s{i}", i + 1) for i in range(5)]
+
+
+@pytest.fixture(autouse=True)
+def forget_calls():
+    CALLS.clear()
+
+
+def run(recordings=SESSIONS, configs=CONFIGS, **options) -> pd.DataFrame:
+    options.setdefault("executor", "serial")
+    options.setdefault("cell", sized)
+    return run_ab(recordings, configs, progress=False, **options)
+
+
+# ---------------------------------------------------------------- configs
+
+
+def test_configs_from_presets_overrides_files_and_objects(tmp_path):
+    hermes = resolve_config("hermes-0.19")
+    assert hermes.compression.preset == "hermes-0.19" and hermes.compression.estimator == "rough"
+    small = resolve_config("hermes-0.19, model.context_length=16000,compression.threshold=0.6")
+    assert (small.model.context_length, small.compression.threshold) == (16_000, 0.6)
+    assert small.compression.estimator == "rough"
+    plain = resolve_config("compression.small_window_limit=null")
+    assert plain.compression.preset == "seed" and plain.compression.small_window_limit is None
+    path = tmp_path / "wide.yaml"
+    path.write_text(yaml.safe_dump({"compression": {"preset": "hermes-0.19"}, "model": {"context_length": 32000}}))
+    for spec in (path, str(path)):
+        loaded = resolve_config(spec)
+        assert (loaded.model.context_length, loaded.compression.estimator) == (32_000, "rough")
+    assert resolve_config(f"{path},model.context_length=4000").model.context_length == 4_000
+    given = apply_preset(Config(), "seed")
+    assert resolve_config(given) is given
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("no-such-preset", "neither a preset"),
+    ("seed,hermes-0.19", "names two bases"),
+    ("seed,,model.context_length=1", "empty part"),
+    ("seed,model.nope=1", "unknown config key 'model.nope'"),
+    ("seed,model.context_length=[1", "cannot read the value"),
+    ("", "a config must be"),
+    (Path("/no/such/config.yaml"), "does not exist"),
+    (3, "a config must be"),
+])
+def test_bad_configs_are_named(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve_config(spec)
+
+
+def test_config_labels():
+    assert config_label("configs/wide.yaml") == "wide"
+    assert config_label(Path("x/narrow.yml")) == "narrow"
+    assert config_label("hermes-0.19,model.context_length=16000") == "hermes-0.19,model.context_length=16000"
+
+
+# ---------------------------------------------------------------- cells
+
+
+def test_cells_are_named_stably():
+    assert cell_identity(sized) == f"{__name__}.sized"
+    assert cell_identity(functools.partial(with_offset, offset=2)) == (
+        f'{__name__}.with_offset{{"args": [], "kwargs": {{"offset": 2}}}}')
+    assert cell_identity(Scaled(3)) == f'{__name__}.Scaled({{"factor": 3}})'
+    assert ReplayCell().identity == "hermeslab.eval.ab.ReplayCell(summariser=config)"
+    fixed = ReplayCell(FixedSummariser("short")).identity
+    assert fixed == ('hermeslab.eval.ab.ReplayCell(summariser=hermeslab.eval.replay_compression.'
+                     'FixedSummariser({"text": "short"}))')
+    assert ReplayCell(FixedSummariser("x" * 500)).identity.count("sha256:") == 1
+
+
+def test_cells_without_a_stable_name_are_refused():
+    with pytest.raises(ValueError, match="no stable name"):
+        cell_identity(lambda recording, config: {})
+    with pytest.raises(ValueError, match="attributes are not plain data"):
+        describe(Scaled(object()))
+    with pytest.raises(TypeError, match="cell must be callable"):
+        cell_identity(42)
+
+
+def test_flat_metrics_accepts_numbers_only():
+    import numpy as np
+
+    assert flat_metrics({"a": np.int64(3), "b": np.float32(0.5), "c": True, "d": None}) == {
+        "a": 3, "b": 0.5, "c": 1, "d": None}
+    for row, error, message in (([1], TypeError, "not a mapping"), ({"": 1}, ValueError, "non-empty strings"),
+                                ({"status": 1}, ValueError, "reserved"), ({"x": "1"}, TypeError, "is a str")):
+        with pytest.raises(error, match=message):
+            flat_metrics(row)
+
+
+# ---------------------------------------------------------------- running
+
+
+def test_every_cell_runs_once_in_a_fixed_order():
+    frame = run()
+    assert list(frame["config"]) == ["hermes"] * 5 + ["seed"] * 5
+    assert list(frame["session_id"]) == [s.id for s in SESSIONS] * 2
+    assert list(frame.columns[:7]) == ["session_id", "config", "config_hash", "run_id", "cell", "status", "error"]
+    assert (frame["status"] == "ok").all() and frame["error"].isna().all()
+    assert frame["run_id"].nunique() == 1 and frame["run_id"].iloc[0] == frame.attrs["run_id"]
+    assert list(frame["messages"]) == [3, 5, 7, 9, 11] * 2
+    assert sorted(CALLS) == sorted((s.id, n) for s in SESSIONS for n in (8_000, 65_536))
+    assert frame.loc[0, "fill"] == pytest.approx((len("be brief") + len("question 0 ") + len("answer 0")) / 8_000)
+
+
+def test_a_failing_cell_becomes_an_error_row_and_the_run_goes_on():
+    frame = run(SESSIONS[:2] + [session("bad!")] + SESSIONS[2:])
+    failed = frame[frame["status"] == "error"]
+    assert list(failed["session_id"]) == ["bad!", "bad!"]
+    assert failed["error"].str.startswith("RuntimeError: cannot measure bad! (at test_eval_ab.py:").all()
+    assert failed["messages"].isna().all()
+    assert (frame.loc[frame["session_id"] != "bad!", "status"] == "ok").all()
+
+
+def test_a_cell_returning_text_fails_with_the_reason():
+    frame = run(SESSIONS[:1], {"a": "seed"}, cell=returns_text)
+    assert frame.loc[0, "status"] == "error"
+    assert "metric 'messages' is a str" in frame.loc[0, "error"]
+
+
+def test_one_config_under_two_names_runs_once():
+    frame = run(SESSIONS[:2], {"a": "seed", "b": Config(), "c": "seed,model.context_length=1000"})
+    assert len(CALLS) == 4
+    assert list(frame["config"]) == ["a", "a", "b", "b", "c", "c"]
+    assert frame.loc[frame["config"] == "a", "fill"].tolist() == frame.loc[frame["config"] == "b", "fill"].tolist()
+
+
+def test_a_metric_that_becomes_fractional_widens_its_column(tmp_path):
+    frame = run(SESSIONS[:3], {"a": "seed"}, cell=fractional_later, out=tmp_path / "ab.duckdb")
+    assert list(frame["value"]) == [1.0, 0.5, 0.5]
+    assert frame["value"].dtype == "float64"
+
+
+def test_configs_and_names_are_checked():
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        run(configs={})
+    with pytest.raises(ValueError, match="config names must be non-empty strings"):
+        run(configs={"": "seed"})
+
+
+def test_parsed_dicts_and_duplicate_ids_are_reported_and_skipped():
+    good = session("good").to_dict()
+    broken = {"id": "broken", "messages": [{"role": "wizard", "content": "hi"}]}
+    with pytest.warns(UserWarning, match="skipped recordings, 2 problem\\(s\\)"):
+        frame = run([good, broken, session("good")], {"a": "seed"})
+    assert list(frame["session_id"]) == ["good"]
+    reasons = [str(p) for p in frame.attrs["problems"]]
+    assert any("broken" in r and "wizard" in r for r in reasons)
+    assert any("'good'" in r and "more than once" in r for r in reasons)
+
+
+def test_malformed_lines_of_a_file_are_reported_with_file_and_line(tmp_path):
+    path = tmp_path / "sessions.jsonl"
+    lines = [json.dumps(session("one").to_dict()), "{not json", json.dumps({"id": "two"}),
+             json.dumps(session("three", 2).to_dict())]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match="skipped recordings"):
+        frame = run([path], {"a": "seed"})
+    assert list(frame["session_id"]) == ["one", "three"]
+    where = sorted((p.path, p.line) for p in frame.attrs["problems"])
+    assert where[0] == (str(path), 2) and {line for _, line in where} == {2, 3}
+    assert any("broken JSON" in p.reason for p in frame.attrs["problems"])
+
+
+def test_limit_takes_the_first_sessions_of_each_file(tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps(session(f"a{i}").to_dict()) + "\n" for i in range(4)))
+    second.write_text("".join(json.dumps(session(f"b{i}").to_dict()) + "\n" for i in range(4)))
+    found, problems = gather_recordings([first, second], limit=2)
+    assert [r.id for r in found] == ["a0", "a1", "b0", "b1"] and problems == []
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        gather_recordings([first], limit=0)
+    with pytest.raises(TypeError, match="Recording objects, dicts or JSONL paths"):
+        gather_recordings([3])
+
+
+def test_work_is_chunked_by_recording_with_every_pending_config():
+    chunks = plan_work(SESSIONS, ["h1", "h2"], {("s0", "h1"), ("s1", "h1"), ("s1", "h2")}, 2)
+    cells = [cell for chunk in chunks for cell in chunk.cells]
+    assert cells == [("s0", "h2")] + [(f"s{i}", h) for i in (2, 3, 4) for h in ("h1", "h2")]
+    assert all(len({r.id for r in chunk.recordings}) == len(chunk.recordings) for chunk in chunks)
+
+
+# ---------------------------------------------------------------- the results file and resuming
+
+
+def test_a_rerun_on_the_same_file_computes_nothing_and_returns_the_same_rows(tmp_path):
+    out = tmp_path / "ab.duckdb"
+    first = run(out=out)
+    assert len(CALLS) == 10
+    CALLS.clear()
+    again = run(out=out)
+    assert CALLS == []
+    pd.testing.assert_frame_equal(first, again)
+    runs = ResultsFile(out).runs()
+    assert list(runs["computed"]) == [10, 0] and list(runs["reused"]) == [0, 10]
+    assert list(runs["status"]) == ["finished", "finished"]
+
+
+def test_a_resumed_run_computes_only_the_missing_cells(tmp_path):
+    out = tmp_path / "ab.duckdb"
+    run(SESSIONS[:2], out=out)
+    CALLS.clear()
+    frame = run(out=out, configs={**CONFIGS, "tiny": "seed,model.context_length=2000"})
+    assert sorted(CALLS) == sorted([(s.id, n) for s in SESSIONS[2:] for n in (8_000, 65_536)] +
+                                   [(s.id, 2_000) for s in SESSIONS])
+    assert len(frame) == 15 and frame["run_id"].nunique() == 2
+    fresh = run(configs={**CONFIGS, "tiny": "seed,model.context_length=2000"})
+    columns = [c for c in frame.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(frame[columns], fresh[columns])
+
+
+def test_failed_cells_are_retried_and_other_cell_functions_do_not_count(tmp_path):
+    out = tmp_path / "ab.duckdb"
+    sessions = SESSIONS[:2] + [session("bad!")]
+    run(sessions, out=out)
+    CALLS.clear()
+    frame = run(sessions, out=out)
+    assert CALLS == [("bad!", 8_000), ("bad!", 65_536)]
+    assert (frame["status"] == "error").sum() == 2
+    stored = read_results(out)
+    assert len(stored) == 6 and (stored["status"] == "error").sum() == 2
+    other = run(sessions[:2], out=out, cell=functools.partial(with_offset, offset=1))
+    assert list(other["messages"]) == [4, 6, 4, 6]
+    assert "fill" not in other.columns
+    assert len(read_results(out)) == 10
+
+
+def test_a_resumed_row_is_reported_under_todays_config_name(tmp_path):
+    out = tmp_path / "ab.duckdb"
+    run(SESSIONS[:2], {"old": "seed"}, out=out)
+    CALLS.clear()
+    frame = run(SESSIONS[:2], {"new": "seed"}, out=out)
+    assert CALLS == [] and list(frame["config"]) == ["new", "new"]
+
+
+def test_the_runs_table_describes_each_run(tmp_path):
+    out = tmp_path / "ab.duckdb"
+    frame = run(SESSIONS[:2], out=out)
+    row = ResultsFile(out).runs().iloc[0]
+    assert row["run_id"] == frame.attrs["run_id"] and row["cell"] == f"{__name__}.sized"
+    assert row["executor"] == "serial" and row["sessions"] == 2 and row["cells"] == 4 and row["failed"] == 0
+    assert row["hermeslab_version"] and row["host"] and row["finished_at"] >= row["started_at"]
+    configs = json.loads(row["configs"])
+    assert [c["name"] for c in configs] == ["hermes", "seed"]
+    assert configs[0]["hash"] == resolve_config(CONFIGS["hermes"]).digest()
+    assert yaml.safe_load(configs[0]["yaml"])["model"]["context_length"] == 8_000
+    assert json.loads(row["problems"]) == []
+
+
+def test_an_interrupted_run_keeps_what_it_finished(tmp_path, monkeypatch):
+    out = tmp_path / "ab.duckdb"
+    monkeypatch.setattr(__import__(__name__), "STOP_AT", 9)  # in the last session's chunk
+    with pytest.raises(KeyboardInterrupt):
+        run(out=out, cell=interruptible)
+    runs = ResultsFile(out).runs()
+    kept = runs["computed"].iloc[0]
+    assert list(runs["status"]) == ["interrupted"] and 0 < kept <= 8
+    assert len(read_results(out)) == kept
+    monkeypatch.setattr(__import__(__name__), "STOP_AT", None)
+    CALLS.clear()
+    frame = run(out=out, cell=interruptible)
+    assert len(CALLS) == 10 - kept and len(frame) == 10 and (frame["status"] == "ok").all()
+
+
+def test_the_results_file_refuses_a_lab_database(tmp_path):
+    path = tmp_path / "lab.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE sessions (id VARCHAR)")
+    with pytest.raises(ValueError, match="not an A/B results file"):
+        run(out=path)
+
+
+# ---------------------------------------------------------------- the default cell and the command
+
+
+def test_the_default_cell_replays_real_sessions_identically_on_every_executor(tmp_path):
+    from shared_data import dataset
+
+    path = dataset("tau_bench_airline_gpt4o.jsonl")
+    configs = {"hermes": "hermes-0.19,model.context_length=5000", "seed": "seed,model.context_length=5000"}
+    cell = ReplayCell(FixedSummariser())
+    serial = run_ab([path], configs, cell=cell, executor="serial", limit=3, out=tmp_path / "ab.duckdb",
+                    progress=False)
+    assert (serial["status"] == "ok").all(), serial["error"].dropna().tolist()
+    assert serial["compressions"].sum() > 0 and (serial["prompt_tokens"] > 0).all()
+    processes = run_ab([path], configs, cell=cell, executor="processes", workers=2, limit=3, progress=False)
+    columns = [c for c in serial.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(serial[columns], processes[columns])
+
+
+def write_sessions(path: Path, *sessions: Recording, bad_line: str | None = None) -> Path:
+    lines = [json.dumps(s.to_dict()) for s in sessions]
+    if bad_line is not None:
+        lines.insert(1, bad_line)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_ab_command_prints_the_comparison_and_resumes(tmp_path, capsys):
+    from hermeslab.cli import main
+
+    source = write_sessions(tmp_path / "s.jsonl", *(session(f"c{i}", 3 + i) for i in range(3)))
+    out = tmp_path / "ab.duckdb"
+    argv = ["ab", str(source), "--config", "seed", "--config", "seed,model.context_length=2000",
+            "--executor", "serial", "--out", str(out), "--metric", "prompt_tokens", "--metric", "api_calls",
+            "--resamples", "199"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "3 sessions x 2 configs, 0 failed cell(s)" in printed
+    assert "seed,model.context_length=2000 vs seed" in printed
+    table = printed.split("bootstrap CI):\n", 1)[1].splitlines()
+    assert table[0].split()[:3] == ["n_pairs", "mean_a", "mean_b"]
+    assert [line.split()[0] for line in table[2:]] == ["prompt_tokens", "api_calls"]
+    assert main(argv) == 0
+    runs = ResultsFile(out).runs()
+    assert list(runs["computed"]) == [6, 0] and list(runs["reused"]) == [0, 6]
+
+
+def test_the_ab_command_lists_skipped_lines_and_exits_1(tmp_path, capsys):
+    from hermeslab.cli import main
+
+    source = write_sessions(tmp_path / "s.jsonl", session("c0", 2), session("c1", 2), bad_line='{"id": 5}')
+    assert main(["ab", str(source), "--config", "seed", "--config", "hermes-0.19", "--executor", "serial",
+                 "--metric", "api_calls", "--resamples", "99"]) == 1
+    captured = capsys.readouterr()
+    assert f"skipped {source}:2: " in captured.err
+    assert "2 sessions x 2 configs" in captured.out
+
+
+@pytest.mark.parametrize("configs, message", [
+    (["seed"], "at least two --config"),
+    (["seed", "seed"], "same name"),
+    (["seed", "no-such-preset"], "neither a preset"),
+])
+def test_the_ab_command_names_bad_configs(tmp_path, configs, message):
+    from hermeslab.cli import main
+
+    source = write_sessions(tmp_path / "s.jsonl", session("c0"))
+    argv = ["ab", str(source), "--executor", "serial"]
+    for spec in configs:
+        argv += ["--config", spec]
+    with pytest.raises(SystemExit, match=message):
+        main(argv)
