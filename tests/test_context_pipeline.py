@@ -6,6 +6,7 @@ import json
 
 from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of, validate_messages
+from hermeslab.core.tokens import TokenCounter
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
 from hermeslab.context.pipeline import ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress
@@ -198,6 +199,14 @@ def test_remembered_sizes_measure_each_message_once_and_sum_to_the_list_estimate
         c = cfg(preset)
         summed = summed_list_estimator(c, RememberedSizes(message_estimator(c)))
         assert summed(messages) == list_estimator(c)(messages)
+
+
+def test_the_pipelines_short_lived_copies_are_counted_but_not_held():
+    counter = TokenCounter()
+    copy = {"role": "tool", "tool_call_id": "c1", "content": "[terminal] ran make -> 3 lines"}
+    assert counter.count_message(copy, remember=False) == counter.count_message(dict(copy), remember=False)
+    assert not counter._seen and len(counter._cache) == 1
+    assert counter.count_message(copy) == counter.count_message(copy, remember=False) and len(counter._seen) == 1
 
 
 def test_a_summary_that_would_grow_the_context_is_refused():

@@ -175,7 +175,9 @@ def rough_messages_tokens(messages: Sequence[dict]) -> int:
 
 
 def tiktoken_message_tokens(message: dict) -> int:
-    return default_counter.count_message(message)
+    """The cached count, without holding the message by identity: the phases measure the
+    pipeline's short-lived copies, while the conversation's own messages are already held."""
+    return default_counter.count_message(message, remember=False)
 
 
 def tiktoken_messages_tokens(messages: Sequence[dict]) -> int:

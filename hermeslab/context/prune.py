@@ -255,6 +255,28 @@ def _call_index(messages: Sequence[dict]) -> dict[str, tuple[str, Any]]:
 
 
 _NOT_JSON = object()
+#: The decoder's own scanner: one JSON value at an index, without ``json.loads``'s Python layers.
+_SCAN_VALUE = json.JSONDecoder().scan_once
+
+
+def _json_value(raw: str) -> Any:
+    """``json.loads(raw)``, or ``_NOT_JSON``.
+
+    Arguments are nearly always exactly one value with nothing around it; the
+    scanner reads those directly (a prune parses dozens). Anything else —
+    whitespace around the value, extra data, an error — goes through
+    ``json.loads``, so the outcome is always the same as its.
+    """
+    try:
+        value, end = _SCAN_VALUE(raw, 0)
+        if end == len(raw):
+            return value
+    except (StopIteration, ValueError):
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return _NOT_JSON
 
 
 def _parsed(raw: str, memo: dict[str, Any]) -> Any:
@@ -264,10 +286,7 @@ def _parsed(raw: str, memo: dict[str, Any]) -> Any:
     for write_file hold a whole file.
     """
     if raw not in memo:
-        try:
-            memo[raw] = json.loads(raw)
-        except ValueError:
-            memo[raw] = _NOT_JSON
+        memo[raw] = _json_value(raw)
     return memo[raw]
 
 

@@ -121,19 +121,25 @@ class TokenCounter:
         #: The tool list counted last, its length and tokens: a loop offering one list object counts it once.
         self._last_tools: tuple[Any, int, int] = (None, 0, 0)
 
-    def count_message(self, message: Message) -> int:
+    def count_message(self, message: Message, *, remember: bool = True) -> int:
+        """Tokens of one message; ``remember=False`` for a short-lived copy, which is
+        cached by content only (holding it by identity would push live messages out)."""
         seen = self._seen.get(id(message))
         if (seen is not None and seen[0] is message and seen[1] is message.get("content")
                 and seen[2] is message.get("tool_calls")):
             return seen[3]
         key = message_key(message)
         tokens = self._cache.get(key)
+        if tokens is not None and not remember:
+            return tokens
         if tokens is None:
             tokens = _count_message_uncached(message)
         with self._lock:
             _bounded_put(self._cache, key, tokens, self._max_entries)
-            _bounded_put(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), tokens),
-                         self._max_entries // 10)
+            if remember:
+                _bounded_put(self._seen, id(message),
+                             (message, message.get("content"), message.get("tool_calls"), tokens),
+                             self._max_entries // 10)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:
