@@ -58,6 +58,12 @@ def recordings(n: int = 12, kind: type[Recording] = Recording) -> list[Recording
                                            {"role": "assistant", "content": "ok " * i}]) for i in range(n)]
 
 
+def frozen_objects(offset: int, chunk: list[int]) -> list[int]:
+    import gc
+
+    return [gc.get_freeze_count()]
+
+
 def collect(executor, fn, shared, chunks) -> dict[int, ChunkDone]:
     return {done.index: done for done in executor.run(fn, shared, chunks)}
 
@@ -148,6 +154,14 @@ def test_a_recording_crosses_to_the_workers_at_most_once_whatever_the_config_cou
                    progress=False)
     assert (frame["status"] == "ok").all() and len(frame) == 30
     assert CountedRecording.pickled == ({r.id: copies for r in sessions} if copies else {})
+
+
+def test_a_forked_worker_keeps_what_it_inherited_out_of_the_collectors_passes():
+    [done] = collect(ProcessExecutor(1, start_method="fork"), frozen_objects, 0, [[1]]).values()
+    assert done.result[0] > 10_000  # the modules and data the worker inherited, frozen
+    before = frozen_objects(0, [])
+    [done] = collect(SerialExecutor(), frozen_objects, 0, [[1]]).values()
+    assert done.result == before == frozen_objects(0, [])  # the caller's own process is left as it was
 
 
 def test_a_run_on_processes_equals_the_serial_run():

@@ -90,6 +90,17 @@ def test_a_plain_session_is_one_turn_and_every_call_is_replayed_as_recorded():
     assert set(run.deviations.values()) == {0}
 
 
+def test_a_recording_given_new_messages_is_planned_again():
+    rec = recording(user("Fix the parser."), reply("Looking.", ("c1", "cat parser.py")), result("c1", "def parse(): ..."),
+                    reply("Fixed."))
+    assert len(replay(rec, seed()).calls) == 2
+    rec.messages = rec.messages[:-1] + [reply("Still looking.", ("c2", "ls")),
+                                        result("c2", "parser.py"), reply("Fixed.")]
+    assert len(replay(rec, seed()).calls) == 3
+    rec.messages.append(user("Thanks."))
+    assert replay(rec, seed()).deviations["unsent_messages"] == 1
+
+
 def test_an_assistant_that_speaks_first_gets_a_turn_without_a_user_message():
     rec = recording(reply("Hi! How can I help you today?"), user("Cancel order 17."), reply("Done, order 17 is cancelled."),
                     user("Thanks!"))

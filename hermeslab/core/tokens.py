@@ -202,25 +202,27 @@ def rough_message_chars(message: Message) -> tuple[int, int]:
     return chars, images
 
 
-#: The last tool list measured, its length and its size: a loop that offers the same list object on
-#: every call (a replay) measures it once. One slot, so nothing accumulates.
-_last_tool_schemas: tuple[Any, int, int] = (None, 0, 0)
+#: Tool lists measured, by identity (with their length, and held so the id stays theirs): a loop offers
+#: the same list object on every call, and an A/B run replays each recording's list under every config.
+_tool_schema_tokens: dict[int, tuple[Any, int, int]] = {}
+_TOOL_SCHEMA_LISTS_MAX = 256
 
 
 def rough_tool_schema_tokens(tools: Sequence[dict] | None) -> int:
-    global _last_tool_schemas
     if not tools:
         return 0
-    last, length, tokens = _last_tool_schemas
-    if last is tools and length == len(tools):
-        return tokens
+    entry = _tool_schema_tokens.get(id(tools))
+    if entry is not None and entry[0] is tools and entry[1] == len(tools):
+        return entry[2]
     chars = 0
     for tool in tools:
         function = tool.get("function", tool)
         chars += len(function.get("name", "")) + len(function.get("description", "") or "")
         chars += len(json.dumps(function.get("parameters", {}), separators=(",", ":")))
     tokens = (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-    _last_tool_schemas = (tools, len(tools), tokens)
+    if len(_tool_schema_tokens) >= _TOOL_SCHEMA_LISTS_MAX:
+        _tool_schema_tokens.clear()
+    _tool_schema_tokens[id(tools)] = (tools, len(tools), tokens)
     return tokens
 
 

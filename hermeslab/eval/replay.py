@@ -455,15 +455,30 @@ def _planned(recording: Recording | Mapping[str, Any]) -> tuple[Recording, Repla
         recording = Recording.from_dict(data)
     elif not isinstance(recording, Recording):
         raise TypeError(f"recording must be a Recording or a recorded-session dict, got {type(recording).__name__}")
+    cached = _plans.get(id(recording))
+    if cached is not None and cached[0] is recording and cached[1] is recording.messages \
+            and cached[2] == len(recording.messages) and cached[3] is recording.tools:
+        return recording, cached[4]
     try:
         if not isinstance(recording.messages, list):
             raise _Shape("messages must be a list")
         _check_schemas(recording.tools)
-        return recording, plan_replay(recording.messages)
+        plan = plan_replay(recording.messages)
     except _Shape as exc:
         problems = validate_recording(recording.to_dict()) or [
             RecordingProblem(str(exc), recording_id=recording.id)]
         raise RecordingError(problems) from None
+    if len(_plans) >= _PLANS_MAX:
+        _plans.clear()
+    _plans[id(recording)] = (recording, recording.messages, len(recording.messages), recording.tools, plan)
+    return recording, plan
+
+
+#: Plans of the recordings replayed lately, by identity (an A/B run replays each one under every config).
+#: An entry holds its recording, so the id stays its own; a recording whose message list was replaced or
+#: grew is planned again.
+_plans: dict[int, tuple[Recording, list, int, Any, ReplayPlan]] = {}
+_PLANS_MAX = 1_024
 
 
 def _check_schemas(tools: Any) -> None:

@@ -29,7 +29,7 @@ from ..core.tokens import (
     rough_message_chars,
     rough_tool_schema_tokens,
 )
-from .base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from .base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
 
 #: Names a counter can be chosen by.
 COUNTERS = ("tiktoken", "rough")
@@ -153,7 +153,6 @@ class ReplayProvider:
         self.refused = 0
         self.unanswered = 0
 
-
     def complete(self, request: ChatRequest) -> ChatResponse:
         if self.position >= self.end:
             self.unanswered += 1
@@ -165,10 +164,7 @@ class ReplayProvider:
         prompt = self._prompt_tokens(request)
         if self.context_length is not None and prompt > self.context_length:
             self.refused += 1
-            raise ProviderError(
-                f"This model's maximum context length is {self.context_length} tokens. However, your messages "
-                f"resulted in {prompt} tokens. Please reduce the length of the messages.",
-                status=400, error_type="context_length_exceeded", context_limit=self.context_length)
+            raise context_overflow(self.context_length, prompt)
         index = self.position
         message = self.replies[index]
         self.position += 1
