@@ -757,10 +757,12 @@ class Agent:
 
     def _close_open_tool_calls(self) -> None:
         """After an interruption, give calls that never ran a result so history stays valid."""
-        answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
+        answered: set[Any] = set()  # the results after the latest assistant message: only its calls can be open
         for index in range(len(self.messages) - 1, -1, -1):
             message = self.messages[index]
-            if message.get("role") == "assistant":
+            if message.get("role") == "tool":
+                answered.add(message.get("tool_call_id"))
+            elif message.get("role") == "assistant":
                 for call in tool_calls_of(message):
                     if call.get("id") not in answered:
                         self._add_message({"role": "tool", "tool_call_id": call["id"],

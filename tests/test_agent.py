@@ -173,3 +173,22 @@ def test_turns_never_interleave(tmp_path):
         t.join(10)
     roles = [m["role"] for m in agent.messages]
     assert roles == ["system", "user", "assistant", "user", "assistant"]
+
+
+def test_a_call_cut_off_by_an_interrupt_gets_a_result_even_when_an_earlier_turn_used_its_id(tmp_path):
+    def stop_here(arguments):
+        raise KeyboardInterrupt
+
+    registry = ToolRegistry()
+    registry.register(Tool("note", "Write a note.", {"type": "object"}, lambda arguments: "noted"))
+    registry.register(Tool("halt", "Stop the agent.", {"type": "object"}, stop_here))
+    provider = ScriptedProvider([
+        {"content": "", "tool_calls": [tool_call("call_0", "note", "{}")]},
+        {"content": "noted it"},
+        {"content": "", "tool_calls": [tool_call("call_0", "halt", "{}")]},
+    ])
+    agent = Agent(provider, config=Config(), tools=registry, bus=EventBus(), sleep=lambda s: None)
+    assert agent.chat("note something").status == "completed"
+    assert agent.chat("now stop").status == "interrupted"
+    assert [m["role"] for m in agent.messages[-2:]] == ["assistant", "tool"]
+    assert agent.messages[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "interrupted before running"}
