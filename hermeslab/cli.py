@@ -264,7 +264,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from .eval.ab import config_label, run_ab
+    from .eval.ab import FlatSweepWarning, config_label, run_ab
     from .eval.stats import paired_compare
 
     configs = {config_label(spec): spec for spec in args.config}
@@ -274,8 +274,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise SystemExit("hermeslab: ab needs at least two --config options")
     baseline = next(iter(configs))
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
+            warnings.simplefilter("always", FlatSweepWarning)
             frame = run_ab(args.files, configs, out=args.out, executor=args.executor, workers=args.workers,
                            limit=args.limit)
         tables = {name: paired_compare(frame, baseline, name, args.metric or None, n_resamples=args.resamples,
@@ -283,6 +284,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     except (OSError, ValueError, ImportError) as exc:
         raise SystemExit(f"hermeslab: {exc}") from None
     failed = frame[frame["status"] != "ok"]
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     for problem in frame.attrs["problems"]:
         print(f"skipped {problem}", file=sys.stderr)
     for row in failed.itertuples():

@@ -142,7 +142,11 @@ class Compactor:
         return self.pre_compress(messages[plan.boundary.start:plan.boundary.end])
 
     def _with_todos(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Re-inject open todo items right after the summary, where they read as background."""
+        """Re-inject open todo items right after the summary, where they read as background.
+
+        A summary merged into an assistant message may carry tool calls: the note
+        then follows their results, never splitting a call from its result.
+        """
         text = self.todos.format_for_injection() if self.todos is not None else None
         if not text:
             return messages
@@ -150,6 +154,8 @@ class Compactor:
         at = next((i + 1 for i, m in enumerate(messages) if is_summary_message(m)), None)
         if at is None:
             at = 1 if messages and messages[0].get("role") == "system" else 0
+        while at < len(messages) and messages[at].get("role") == "tool":
+            at += 1
         return messages[:at] + [note] + messages[at:]
 
 

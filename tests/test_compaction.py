@@ -219,3 +219,19 @@ def test_context_overflow_detection(status, text, expected):
 def test_titles_number_their_continuations():
     assert next_title(None, "Fix the bug") == "Fix the bug (2)"
     assert next_title("Fix the bug (2)", "x") == "Fix the bug (3)"
+
+
+def test_open_todos_never_split_a_call_from_its_result():
+    from hermeslab.context.assemble import merge_summary, summary_text
+
+    todos = TodoStore()
+    todos.add(["ship the fix"])
+    compactor = Compactor(Config(), ExtractiveSummariser(), todos=todos)
+    call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
+    summary = merge_summary({"role": "assistant", "content": "", "tool_calls": [call]}, summary_text("Earlier work."))
+    messages = [{"role": "system", "content": "You help."}, summary,
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}, {"role": "user", "content": "next?"}]
+    out = compactor._with_todos(messages)
+    assert [m["role"] for m in out[:3]] == ["system", "assistant", "tool"]
+    assert out[3]["_synthetic"] and "ship the fix" in out[3]["content"]
+    validate_messages([m for m in out if not m.get("_synthetic")])

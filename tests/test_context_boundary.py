@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hermeslab.core.config import Config
+from hermeslab.context.assemble import split_summary
 from hermeslab.context.boundary import choose_boundary, min_tail_messages
 from hermeslab.context.budget import Budgets, derive_budgets
 from hermeslab.context.estimate import rough_message_tokens, rough_messages_tokens
@@ -230,7 +231,7 @@ def test_seed_summarises_the_latest_user_message_when_the_question_before_it_is_
     assert seed.end == user_at + 1 and "latest_user_reinserted" in seed.reasons
 
 
-def test_the_pipeline_puts_a_summarised_latest_user_message_back_unmerged():
+def test_the_pipeline_puts_a_summarised_latest_user_message_back_behind_the_user_role_summary():
     from hermeslab.context.pipeline import compress
     from hermeslab.context.types import SummaryOutcome
 
@@ -247,5 +248,7 @@ def test_the_pipeline_puts_a_summarised_latest_user_message_back_unmerged():
     result = compress(messages, cfg=seed, budgets=derive_budgets(seed, 16_000),
                       state=CompressionState(compression_count=1, previous_summary="earlier"), summariser=Fixed())
     assert result.summary_text is not None
-    kept = [m for m in result.messages if m.get("role") == "user" and is_real_user_message(m)]
-    assert [m["content"] for m in kept] == ["now also the docs"]
+    assert not [m for m in result.messages if m.get("role") == "user" and is_real_user_message(m)]
+    summary = result.messages[1]  # after a system-only head the summary is a user message: the request joins it
+    assert summary["role"] == "user" and split_summary(summary)[1] == "now also the docs"
+    assert result.messages[2]["role"] == "assistant" and result.record["latest_user"]["into_summary"]

@@ -7,6 +7,7 @@ import json
 from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of, validate_messages
 from hermeslab.core.tokens import TokenCounter
+from hermeslab.context.assemble import split_summary
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
 from hermeslab.context.pipeline import ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress
@@ -164,6 +165,7 @@ def test_latest_request_right_after_the_head_stays_verbatim():
     hermes = run(messages, preset="hermes-0.19", state=CompressionState(compression_count=1))
     seed = run(messages, state=state)
     assert hermes.record["latest_user"]["reinserted"] and not seed.record["latest_user"]["reinserted"]
+    assert not hermes.record["latest_user"]["into_summary"]  # Hermes never merges a request it puts back
     assert seed.messages[:2] == messages[:2]
     for result in (hermes, seed):
         assert any(m == messages[1] for m in result.messages)
@@ -178,7 +180,7 @@ def test_a_request_behind_a_merged_summary_is_the_latest_user_message():
         messages += tool_turn(f"c{i}", "terminal", {"command": f"step {i}"}, text(600, i), note=f"Step {i}.")
     result = run(messages)
     assert result.record["outcome"] == "compressed"
-    assert result.record["latest_user"] == {"index": 3, "merged": True, "reinserted": True}
+    assert result.record["latest_user"] == {"index": 3, "merged": True, "reinserted": True, "into_summary": False}
     after = [i for i, m in enumerate(result.messages) if m["role"] == "user" and m["content"] == ask]
     summary_at = max(i for i, m in enumerate(result.messages) if is_summary_message(m))
     assert len(after) == 1 and after[0] > summary_at
@@ -187,6 +189,66 @@ def test_a_request_behind_a_merged_summary_is_the_latest_user_message():
     validate_messages(result.messages)
     hermes = run(messages, preset="hermes-0.19")  # Hermes looks past the merged request to the task
     assert hermes.record["latest_user"]["index"] == 1 and not hermes.record["latest_user"]["merged"]
+
+
+def _request_summarised_after_a_system_only_head() -> list[dict]:
+    """A request whose own tool turn breaks the soft tail budget: the boundary summarises it (iterative head)."""
+    filler = text(3_000)
+    return [system(), user(TASK), assistant(filler), user("Now also the docs."),
+            *tool_turn("c1", "terminal", {"command": "ls"}, "docs/ src/"),
+            *tool_turn("c2", "terminal", {"command": "cat docs/a.md"}, filler),
+            *tool_turn("c3", "terminal", {"command": "ls docs"}, "a.md")]
+
+
+def user_pairs(messages):
+    return [i for i in range(1, len(messages)) if messages[i - 1]["role"] == messages[i]["role"] == "user"]
+
+
+def test_a_request_reinserted_after_a_user_role_summary_is_merged_into_it():
+    """Put beside a user-role summary, the request made two user messages in a row; it now follows the end marker."""
+    state = CompressionState(compression_count=1, previous_summary="earlier")
+    result = run(_request_summarised_after_a_system_only_head(), state=state)
+    assert result.record["outcome"] == "compressed" and result.record["assembly"]["summary_role"] == "user"
+    assert result.record["latest_user"] == {"index": 3, "merged": False, "reinserted": True, "into_summary": True}
+    summary = result.messages[1]
+    assert is_summary_message(summary) and split_summary(summary) == (result.summary_text, "Now also the docs.")
+    assert summary["content"].index(SUMMARY_END_MARKER) < summary["content"].index("Now also the docs.")
+    assert user_pairs(result.messages) == [] and len(summaries(result.messages)) == 1
+    validate_messages(result.messages)
+    # The next compression reads the request back from the summary and puts it back once, verbatim.
+    grown = result.messages + [m for i in range(8) for m in tool_turn(f"d{i}", "terminal", {"command": f"x {i}"},
+                                                                        text(600, i))]
+    second = run(grown, state=state)
+    assert second.record["outcome"] == "compressed"
+    assert second.record["latest_user"] == {"index": 1, "merged": True, "reinserted": True, "into_summary": True}
+    assert split_summary(second.messages[1])[1] == "Now also the docs."
+    assert "Now also the docs." not in split_summary(second.messages[1])[0]
+    assert user_pairs(second.messages) == [] and len(summaries(second.messages)) == 1
+
+
+def test_a_multimodal_request_keeps_its_parts_behind_the_summary():
+    messages = _request_summarised_after_a_system_only_head()
+    parts = [{"type": "text", "text": "Now also the docs."}, {"type": "image_url", "image_url": {"url": "https://x/a.png"}}]
+    messages[3] = user(parts)
+    result = run(messages, state=CompressionState(compression_count=1, previous_summary="earlier"))
+    assert result.record["latest_user"]["into_summary"]
+    assert split_summary(result.messages[1])[1] == parts and user_pairs(result.messages) == []
+
+
+def test_a_request_is_never_merged_into_an_assistant_message():
+    """A summary merged into an assistant message is no place for a request: it follows that group's results."""
+    filler = text(3_000)
+    messages = [system(), user(TASK), assistant("On it."), user("Then the docs."),
+                *tool_turn("c0", "terminal", {"command": "ls"}, filler), user("Now also the docs."),
+                *tool_turn("c1", "terminal", {"command": "ls"}, "docs/ src/"),
+                *tool_turn("c2", "terminal", {"command": "cat docs/a.md"}, filler),
+                *tool_turn("c3", "terminal", {"command": "cat docs/b.md"}, filler),
+                *tool_turn("c4", "terminal", {"command": "ls docs"}, "a.md")]
+    result = run(messages, window=8_000)
+    assert result.record["assembly"]["summary_role"] == "merged"
+    assert result.record["latest_user"] == {"index": 6, "merged": False, "reinserted": True, "into_summary": False}
+    assert [m["role"] for m in result.messages[3:]] == ["user", "assistant", "tool", "user"]
+    assert is_summary_message(result.messages[4]) and result.messages[-1] == user("Now also the docs.")
 
 
 def test_remembered_sizes_measure_each_message_once_and_sum_to_the_list_estimate():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -55,6 +56,20 @@ def user_content_present(messages: list[dict], target: dict) -> bool:
     return False
 
 
+def _unmerged(message: dict) -> dict:
+    """A summary merged ahead of a message stands for that message; any other message for itself."""
+    own = split_summary(message)[1] if is_summary_message(message) else None
+    if own is None:
+        return message
+    return {**{k: v for k, v in message.items() if k != "_compressed_summary"}, "content": own}
+
+
+def user_pairs(messages: list[dict]) -> list[tuple[dict, dict]]:
+    """Consecutive user messages, each read as the message it stands for."""
+    return [(_unmerged(a), _unmerged(b)) for a, b in itertools.pairwise(messages)
+            if a["role"] == b["role"] == "user"]
+
+
 def opening_task(messages: list[dict]) -> str | None:
     first = first_real_user_index(messages)
     return None if first is None else text_of(messages[first])[:ORIGINAL_TASK_MAX_CHARS]
@@ -81,6 +96,8 @@ def check_result(preset: str, original: list[dict], snapshot: list[dict], result
     assert estimate(out) <= estimate(original)
     if preset == "seed":
         assert sum(is_summary_message(m) for m in out) <= 1
+        already = user_pairs(original)
+        assert all(pair in already for pair in user_pairs(out)), "compression put two user messages side by side"
         if task is not None and result.summary_text is not None:
             assert any(task in text_of(m) for m in out), "original task lost"
 
@@ -138,6 +155,21 @@ def test_repeated_compressions(preset, rounds, window):
     snapshot = copy.deepcopy(messages)
     result = compress(messages, cfg=cfg, budgets=budgets, state=state, summariser=FixedSummariser())
     check_result(preset, messages, snapshot, result, cfg, task)
+
+
+@SETTINGS
+@given(messages=conversations(), window=st.sampled_from([4_000, 8_000, 16_000]), iterative=st.booleans())
+def test_seed_output_never_has_two_user_messages_in_a_row(messages, window, iterative):
+    """With no back-to-back user messages in the input there are none in the output, and the request is verbatim."""
+    messages = [m for i, m in enumerate(messages) if not (i and m["role"] == messages[i - 1]["role"] == "user")]
+    cfg = _cfg("seed")
+    state = CompressionState(compression_count=1, previous_summary="earlier notes") if iterative else CompressionState()
+    result = compress(messages, cfg=cfg, budgets=derive_budgets(cfg, window), state=state,
+                      summariser=FixedSummariser())
+    assert user_pairs(result.messages) == []
+    latest = last_real_user_index(messages)
+    if latest is not None:
+        assert user_content_present(result.messages, messages[latest])
 
 
 @SETTINGS

@@ -14,10 +14,13 @@ import yaml
 from hermeslab.context.presets import apply_preset
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.eval.ab import (
+    FlatSweepWarning,
     ReplayCell,
+    budget_effect,
     cell_identity,
     config_label,
     describe,
+    equivalent_configs,
     flat_metrics,
     gather_recordings,
     plan_work,
@@ -27,6 +30,7 @@ from hermeslab.eval.ab import (
 from hermeslab.eval.recording import Recording
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.eval.results import ResultsFile, read_results
+from hermeslab.eval.stats import paired_compare
 
 CONFIGS = {"hermes": "hermes-0.19,model.context_length=8000", "seed": "seed"}
 CALLS: list[tuple[str, int]] = []
@@ -61,6 +65,14 @@ def with_offset(recording: Recording, config: Config, offset: int = 0) -> dict[s
 
 def fractional_later(recording: Recording, config: Config) -> dict[str, float | int]:
     return {"value": 1 if recording.id == "s0" else 0.5}
+
+
+def gives_up(recording: Recording, config: Config) -> dict[str, int]:
+    """Under a 1,000-token window the last two sessions fail a turn and stop early: they look far cheaper."""
+    size = len(recording.messages)
+    small = config.model.context_length == 1_000
+    failed = small and recording.id in ("s3", "s4")
+    return {"tokens": size * (1 if failed else 9 if small else 10), "failed_turns": int(failed)}
 
 
 class Scaled:
@@ -355,6 +367,99 @@ def test_the_results_file_refuses_a_lab_database(tmp_path):
         run(out=path)
 
 
+# ---------------------------------------------------------------- failed turns
+
+
+GIVES_UP = {"wide": "seed", "small": "seed,model.context_length=1000"}
+
+
+def test_every_frame_carries_failed_turns_even_when_the_cell_does_not_report_them():
+    assert run(SESSIONS[:2])["failed_turns"].isna().all()
+    frame = run(configs=GIVES_UP, cell=gives_up)
+    assert frame.loc[frame["config"] == "small", "failed_turns"].tolist() == [0, 0, 0, 1, 1]
+    assert (frame.loc[frame["config"] == "wide", "failed_turns"] == 0).all()
+
+
+def test_the_comparison_flags_pairs_with_a_failed_turn_and_can_leave_them_out():
+    frame = run(configs=GIVES_UP, cell=gives_up)
+    kept = paired_compare(frame, "wide", "small", ["tokens"], n_resamples=99).loc["tokens"]
+    assert (kept["n_pairs"], kept["n_failed_pairs"]) == (5, 2)
+    assert kept["mean_b"] == pytest.approx((3 * 9 + 5 * 9 + 7 * 9 + 9 + 11) / 5)
+    fair = paired_compare(frame, "wide", "small", ["tokens"], n_resamples=99, failed_pairs="exclude").loc["tokens"]
+    assert (fair["n_pairs"], fair["n_failed_pairs"]) == (3, 2)
+    assert fair["ratio"] == pytest.approx(0.9) and kept["ratio"] < 0.7  # giving up looked 30% cheaper
+    with pytest.raises(ValueError, match="failed_pairs must be one of keep, exclude, got 'drop'"):
+        paired_compare(frame, "wide", "small", failed_pairs="drop")
+
+
+def test_a_results_file_from_before_failed_turns_still_loads_and_resumes(tmp_path):
+    path = tmp_path / "ab.duckdb"
+    run(SESSIONS[:3], GIVES_UP, cell=gives_up, out=path)
+    with duckdb.connect(str(path)) as con:  # the schema as written before the column existed
+        con.execute("ALTER TABLE results DROP COLUMN failed_turns")
+    CALLS.clear()
+    frame = run(SESSIONS, GIVES_UP, cell=gives_up, out=path)
+    runs = ResultsFile(path).runs()
+    assert list(runs["computed"]) == [6, 4] and list(runs["reused"]) == [0, 6]
+    small = frame[frame["config"] == "small"]
+    assert small["failed_turns"].isna().tolist() == [True, True, True, False, False]  # reused rows: not known
+    assert small["failed_turns"].iloc[3:].tolist() == [1, 1]
+    assert paired_compare(frame, "wide", "small", ["tokens"], n_resamples=99).loc["tokens", "n_failed_pairs"] == 2
+
+
+# ---------------------------------------------------------------- sweeps the floors make flat
+
+
+def test_thresholds_below_the_floor_come_to_the_same_budgets():
+    low, high = (resolve_config(f"seed,model.context_length=8000,compression.threshold={t}") for t in (0.5, 0.7))
+    assert budget_effect(low) == budget_effect(high) == {"threshold_tokens": 6_800, "summary_tokens": 2_000}
+    floorless = {t: resolve_config(f"seed,model.context_length=8000,compression.min_threshold_tokens=0,"
+                                   f"compression.threshold={t}") for t in (0.5, 0.7)}
+    assert [budget_effect(c)["threshold_tokens"] for c in floorless.values()] == [4_000, 5_600]
+    wide = resolve_config("seed,model.context_length=200000,compression.summary_ratio=0.3")
+    assert budget_effect(wide) == {"threshold_tokens": 100_000, "summary_ratio": 0.3, "summary_min_tokens": 2_000,
+                                   "summary_cap_tokens": 10_000}
+
+
+def test_a_flat_sweep_is_named_once_with_its_settings_and_effective_values():
+    configs = {f"t{t}": f"seed,model.context_length=8000,compression.threshold={t}" for t in (0.5, 0.6, 0.7)}
+    configs["ratio"] = "seed,model.context_length=8000,compression.summary_ratio=0.4"
+    with pytest.warns(UserWarning) as caught:
+        frame = run(SESSIONS[:2], configs)
+    flat = [w for w in caught if issubclass(w.category, FlatSweepWarning)]
+    assert len(flat) == 1 and len(frame) == 8
+    message = str(flat[0].message)
+    assert "'t0.5', 't0.6', 't0.7', 'ratio'" in message
+    assert "compression.threshold (t0.5: 0.5, t0.6: 0.6, t0.7: 0.7, ratio: 0.5)" in message
+    assert "compression.summary_ratio (t0.5: 0.2, t0.6: 0.2, t0.7: 0.2, ratio: 0.4)" in message
+    assert "window of 8,000 tokens" in message and "threshold_tokens=6,800, summary_tokens=2,000" in message
+    assert "min_threshold_tokens floor of 64,000 reaches the window" in message
+    assert "summary_min_tokens 2,000 is not below the summary cap of 400" in message
+
+
+@pytest.mark.parametrize("configs", [
+    {"a": "seed,model.context_length=8000,compression.min_threshold_tokens=0,compression.threshold=0.5",
+     "b": "seed,model.context_length=8000,compression.min_threshold_tokens=0,compression.threshold=0.7"},
+    {"a": "seed,model.context_length=200000,compression.threshold=0.5",
+     "b": "seed,model.context_length=200000,compression.threshold=0.7"},
+    {"a": "seed,model.context_length=8000", "b": "seed,model.context_length=8000,compression.protect_last_n=5"},
+    {"a": "seed,model.context_length=8000", "b": Config().with_overrides({"model.context_length": 8000})},
+])
+def test_configs_that_differ_in_effect_raise_no_warning(configs):
+    named = {name: resolve_config(spec) for name, spec in configs.items()}
+    assert equivalent_configs(named) == []
+
+
+def test_two_presets_under_the_same_floors_are_told_apart_by_their_other_settings():
+    named = {name: resolve_config(f"{name},model.context_length=8000") for name in ("seed", "hermes-0.19")}
+    assert budget_effect(named["seed"]) == budget_effect(named["hermes-0.19"])
+    assert equivalent_configs(named) == []
+    hermes = {f"h{t}": resolve_config(f"hermes-0.19,model.context_length=8000,compression.threshold={t}")
+              for t in (0.5, 0.9)}
+    [note] = equivalent_configs(hermes)
+    assert note.startswith("configs 'h0.5', 'h0.9' differ only in compression.threshold (h0.5: 0.5, h0.9: 0.9)")
+
+
 # ---------------------------------------------------------------- the default cell and the command
 
 
@@ -394,7 +499,7 @@ def test_the_ab_command_prints_the_comparison_and_resumes(tmp_path, capsys):
     assert "3 sessions x 2 configs, 0 failed cell(s)" in printed
     assert "seed,model.context_length=2000 vs seed" in printed
     table = printed.split("bootstrap CI):\n", 1)[1].splitlines()
-    assert table[0].split()[:3] == ["n_pairs", "mean_a", "mean_b"]
+    assert table[0].split()[:4] == ["n_pairs", "n_failed_pairs", "mean_a", "mean_b"]
     assert [line.split()[0] for line in table[2:]] == ["prompt_tokens", "api_calls"]
     assert main(argv) == 0
     runs = ResultsFile(out).runs()
@@ -410,6 +515,17 @@ def test_the_ab_command_lists_skipped_lines_and_exits_1(tmp_path, capsys):
     captured = capsys.readouterr()
     assert f"skipped {source}:2: " in captured.err
     assert "2 sessions x 2 configs" in captured.out
+
+
+def test_the_ab_command_shows_a_flat_sweep_on_stderr(tmp_path, capsys):
+    from hermeslab.cli import main
+
+    source = write_sessions(tmp_path / "s.jsonl", session("c0", 2))
+    assert main(["ab", str(source), "--config", "seed,model.context_length=8000,compression.threshold=0.5",
+                 "--config", "seed,model.context_length=8000,compression.threshold=0.7", "--executor", "serial",
+                 "--metric", "api_calls", "--resamples", "99"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: configs ") == 1 and "differ only in compression.threshold" in err
 
 
 @pytest.mark.parametrize("configs, message", [

@@ -88,6 +88,12 @@ def test_usage_sums_the_calls_and_keeps_the_largest_prompt():
     assert (row["summary_calls"], row["summary_input_tokens"], row["summary_tokens"]) == (1, 40, 12)
 
 
+def test_failed_turns_are_the_turns_that_ended_without_an_answer():
+    statuses = ["completed", "failed", "interrupted", "max_iterations", "completed", "failed"]
+    assert measure(run_of([], [], statuses=statuses))["failed_turns"] == 3
+    assert measure(run_of([], [], statuses=["completed", "interrupted"]))["failed_turns"] == 0
+
+
 def test_the_cached_part_of_a_call_is_the_prefix_it_shares_with_the_previous_call():
     # call 1 and 2 extend the previous prompt (all of it is a cache hit); after the compression only the
     # system message is shared, worth the tool schemas plus one 10-token message.

@@ -28,7 +28,8 @@ user message when the assembly would have to merge the summary into it: a
 merged message counts as a summary, so the next compression would fold the
 request into its summary. The cut moves back by one group instead, or, when
 that group does not fit the budget, past the request (which the pipeline
-then re-inserts, unmerged, after the summary).
+then re-inserts after the summary, merged behind it when the summary is a
+user message).
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ summary and the assembly, and guarantees:
   Hermes returns its pruned copy, which the ``hermes-0.19`` preset reproduces);
 * the latest real user message is present verbatim afterwards (re-inserted
   after the summary if a boundary rule summarised it); when the newest user
-  message is a summary merged ahead of a request, that request is the one kept;
+  message is a summary merged ahead of a request, that request is the one kept.
+  Under ``keep_latest_user`` a request re-inserted right after a user-role
+  summary is merged into it, behind its end marker, so compression never puts
+  two user messages side by side; the request is read back from there;
 * the task that opened the conversation survives every compaction
   (``keep_original_task``): verbatim in the kept messages, or quoted in the
   summary — it is handed to the summariser as part of the focus and, if the
@@ -33,7 +36,7 @@ from hermeslab.core.messages import text_of, validate_messages
 from hermeslab.core.tokens import count_text, rough_tokens
 
 from .anchors import anchor_budget, collect_anchors, parse_anchor_block, render_anchor_block, split_anchor_block
-from .assemble import assemble, split_summary
+from .assemble import assemble, merge_summary, split_summary
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import Budgets, summary_budget
 from .estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
@@ -239,13 +242,28 @@ def _user_content_present(messages: Sequence[dict], target: dict) -> bool:
     return False
 
 
-def _reinsert_latest_user(messages: list[dict], latest: dict) -> list[dict]:
+def _reinsert_latest_user(messages: list[dict], latest: dict, *, merge: bool) -> tuple[list[dict], bool]:
+    """``messages`` with ``latest`` back after the newest summary (past the results that follow it).
+
+    With ``merge``, a request that would land right after a plain user-role
+    summary goes into that summary behind its end marker (the form ``assemble``
+    gives a summary merged ahead of a message), so the two user messages do not
+    sit side by side. Returns (messages, whether it was merged).
+    """
     at = next((i for i in range(len(messages) - 1, -1, -1) if is_summary_message(messages[i])), None)
     position = len(messages) if at is None else at + 1
     while position < len(messages) and messages[position].get("role") == "tool":
         position += 1
     copy = {k: v for k, v in latest.items() if k != "_compressed_summary"}
-    return messages[:position] + [copy] + messages[position:]
+    if merge and at is not None and position == at + 1 and _plain_user_summary(messages[at]):
+        return messages[:at] + [merge_summary(copy, messages[at]["content"])] + messages[position:], True
+    return messages[:position] + [copy] + messages[position:], False
+
+
+def _plain_user_summary(message: dict) -> bool:
+    """A user-role summary with text content and nothing merged behind it yet."""
+    return (message.get("role") == "user" and isinstance(message.get("content"), str)
+            and split_summary(message)[1] is None)
 
 
 def _result(messages: list[dict], plan: CompressionPlan, *, cfg: CompressionConfig, outcome: str,
@@ -346,9 +364,11 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     latest_index, latest, merged = (_latest_user_request(messages, inside_summaries=cfg.keep_latest_user)
                                     or (None, None, False))
     reinserted = latest is not None and not _user_content_present(assembled, latest)
+    into_summary = False
     if reinserted:
-        assembled = _reinsert_latest_user(assembled, latest)
-    record["latest_user"] = {"index": latest_index, "merged": merged, "reinserted": reinserted}
+        assembled, into_summary = _reinsert_latest_user(assembled, latest, merge=cfg.keep_latest_user)
+    record["latest_user"] = {"index": latest_index, "merged": merged, "reinserted": reinserted,
+                             "into_summary": into_summary}
 
     after = estimate_tokens(assembled)
     if after >= before:

@@ -120,7 +120,8 @@ class CompressionConfig:
     #: When the latest real user message sits right after the head, keep it in the head
     #: rather than summarising it with its turn (Hermes drops it from the verbatim context);
     #: a request behind a summary merged ahead of it counts as the latest one (Hermes looks
-    #: past it to an older request).
+    #: past it to an older request), and a request put back after a user-role summary is
+    #: merged into it rather than left as a second user message in a row.
     keep_latest_user: bool = True
     #: Prune passes may rewrite the protected head (Hermes) or leave it byte-identical.
     prune_head: bool = False

@@ -9,6 +9,13 @@ arrives, and returns the rows in a fixed order — configs in the order given,
 sessions in input order — so a rerun, a resumed run and a run on another
 executor give the same frame. A cell that raises becomes a row with status
 ``error`` and the error text; the run goes on.
+
+Two guards keep a comparison honest. Every row carries ``failed_turns`` (turns
+that ended without an answer), which ``stats.paired_compare`` counts and can
+exclude, since a config that gave up looks cheaper. And configs that differ
+only in budget settings that the floors (``min_threshold_tokens``,
+``summary_min_tokens``) override at their window are named in a warning
+before anything runs: such a sweep is flat by construction.
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ from typing import Any
 import pandas as pd
 
 from hermeslab import __version__
+from hermeslab.context.budget import derive_budgets
 from hermeslab.context.presets import PRESETS, apply_preset
-from hermeslab.core.config import Config, ConfigError
+from hermeslab.core.config import CompressionConfig, Config, ConfigError
 
 from .executors import CHUNKS_PER_WORKER, ChunkDone, make_executor, plan_chunks
 from .recording import Recording, RecordingProblem, read_recordings, validate_recording
@@ -45,6 +53,10 @@ Cell = Callable[[Recording, Config], Mapping[str, float | int]]
 ConfigSpec = Config | str | Path
 #: Seconds between writes of finished cells to the results file.
 FLUSH_SECONDS = 1.0
+#: Compression settings that act only through the trigger threshold and the summary budget derived for a window.
+BUDGET_SETTINGS = ("threshold", "small_window_limit", "small_window_threshold", "min_threshold_tokens",
+                   "min_trigger_ratio", "summary_ratio", "summary_min_tokens", "summary_max_tokens",
+                   "summary_context_share")
 
 
 # ---------------------------------------------------------------- cells
@@ -267,6 +279,91 @@ def config_label(spec: ConfigSpec) -> str:
     return str(spec)
 
 
+# ---------------------------------------------------------------- sweeps the floors make flat
+
+
+class FlatSweepWarning(UserWarning):
+    """Configs of one run that cannot differ in effect (a ``UserWarning``, so default filters show it)."""
+
+
+def budget_effect(config: Config) -> dict[str, int | float]:
+    """What the budget settings of ``config`` come to at its window: the numbers compression acts on.
+
+    ``threshold_tokens`` is where automatic compression fires. The summary
+    budget is ``summary_ratio`` of the summarised tokens within
+    [``summary_min_tokens``, ``summary_cap_tokens``]; when the minimum is not
+    below the cap every summary gets the minimum, and only that is reported.
+    """
+    cfg = config.compression
+    budgets = derive_budgets(cfg, config.model.context_length, config.model.max_tokens)
+    effect: dict[str, int | float] = {"threshold_tokens": budgets.threshold_tokens}
+    if cfg.summary_min_tokens >= budgets.max_summary_tokens:
+        effect["summary_tokens"] = cfg.summary_min_tokens
+    else:
+        effect.update(summary_ratio=cfg.summary_ratio, summary_min_tokens=cfg.summary_min_tokens,
+                      summary_cap_tokens=budgets.max_summary_tokens)
+    return effect
+
+
+def equivalent_configs(configs: Mapping[str, Config]) -> list[str]:
+    """One sentence per group of configs that differ only in ``BUDGET_SETTINGS`` with the same ``budget_effect``.
+
+    Configs with the same digest are one config (run once) and are not reported.
+    A config no budgets can be derived from is left out here: its cells report
+    the error, as they do for any cell function.
+    """
+    neutral = {f"compression.{name}": getattr(CompressionConfig(), name) for name in BUDGET_SETTINGS}
+    groups: dict[tuple[str, str], list[str]] = {}
+    effects: dict[str, dict[str, int | float]] = {}
+    for name, config in configs.items():
+        try:
+            effects[name] = budget_effect(config)
+        except ValueError:
+            continue
+        key = (config.with_overrides(neutral).digest(), json.dumps(effects[name], sort_keys=True))
+        groups.setdefault(key, []).append(name)
+    notes = []
+    for names in groups.values():
+        if len({configs[name].digest() for name in names}) < 2:
+            continue
+        differing = []
+        for setting in BUDGET_SETTINGS:
+            values = {name: getattr(configs[name].compression, setting) for name in names}
+            if len(set(values.values())) > 1:
+                shown = ", ".join(f"{name}: {value}" for name, value in values.items())
+                differing.append(f"compression.{setting} ({shown})")
+        effect = ", ".join(f"{key}={value:,}" for key, value in effects[names[0]].items())
+        reasons = dict.fromkeys(reason for name in names for reason in _why_flat(configs[name]))
+        window = configs[names[0]].model.context_length
+        notes.append(f"configs {', '.join(repr(n) for n in names)} differ only in {'; '.join(differing)}, but at a "
+                     f"window of {window:,} tokens they all come to {effect} ({'; '.join(reasons)}): their "
+                     "results will not differ.")
+    return notes
+
+
+def _why_flat(config: Config) -> list[str]:
+    """Which rules of ``derive_budgets`` set the effective values of ``config``."""
+    cfg = config.compression
+    budgets = derive_budgets(cfg, config.model.context_length, config.model.max_tokens)
+    window, percent, floor = budgets.effective_window, budgets.threshold_percent, cfg.min_threshold_tokens
+    proportional = int(window * percent)
+    fallback = f"compression fires at min_trigger_ratio {cfg.min_trigger_ratio} of it"
+    if floor >= window:
+        reasons = [f"the min_threshold_tokens floor of {floor:,} reaches the window, so {fallback}"]
+    elif proportional >= window:
+        reasons = [f"a threshold of {percent} reaches the window, so {fallback}"]
+    elif floor > proportional:
+        reasons = [f"the min_threshold_tokens floor of {floor:,} is above {percent} of the window"]
+    elif percent != cfg.threshold:
+        reasons = [f"the small-window rule raises the threshold to {percent}"]
+    else:
+        reasons = [f"compression fires at {percent} of the window"]
+    if cfg.summary_min_tokens >= budgets.max_summary_tokens:
+        reasons.append(f"summary_min_tokens {cfg.summary_min_tokens:,} is not below the summary cap of "
+                       f"{budgets.max_summary_tokens:,}, so every summary gets the minimum")
+    return reasons
+
+
 # ---------------------------------------------------------------- recordings
 
 
@@ -330,13 +427,23 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
 
     The frame has ``session_id``, ``config``, ``config_hash``, ``run_id``
     (of the run that computed the row), ``cell``, ``status`` (``ok`` or
-    ``error``), ``error`` and one column per metric. ``frame.attrs`` holds
-    ``run_id`` and ``problems`` (``RecordingProblem``s of what was skipped:
-    path, line, reason).
+    ``error``), ``error`` and one column per metric, ``failed_turns`` always
+    among them (empty where the cell function does not report it, or for
+    cells reused from a file written before the column existed).
+    ``frame.attrs`` holds ``run_id`` and ``problems`` (``RecordingProblem``s
+    of what was skipped: path, line, reason).
+
+    Configs that differ only in ``BUDGET_SETTINGS`` and come to the same
+    ``budget_effect`` at their window get one ``FlatSweepWarning`` (a
+    ``UserWarning``) per run, naming the settings and the effective values.
     """
     cell = cell if cell is not None else ReplayCell()
     identity = cell_identity(cell)
     named = _resolve_configs(configs)
+    flat = equivalent_configs(named)
+    if flat:
+        warnings.warn(" ".join(flat) + " To sweep these settings, lower the floors (compression.min_threshold_tokens, "
+                      "compression.summary_min_tokens) or use a larger window.", FlatSweepWarning, stacklevel=2)
     chosen = make_executor(executor, workers)
     found, problems = gather_recordings(recordings, limit=limit)
     if problems:

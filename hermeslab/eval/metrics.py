@@ -20,7 +20,10 @@
   took out of the context and that a later recorded reply uses again: the
   share still present verbatim in the context of the call that uses them;
 * **deviations** — where the loop could not follow the recording, and the
-  recording shapes the replay adapted to (``eval.replay``).
+  recording shapes the replay adapted to (``eval.replay``);
+* **failed turns** — turns that ended without an answer (status ``failed`` or
+  ``max_iterations``): a run with any did less work than the recording, so
+  its costs are not comparable (``stats.paired_compare`` flags such pairs).
 
 A fact is a word (the text split at whitespace, quotes, brackets and
 ``; = | ! ? *``, a ``.``, ``:`` or ``,`` that ends a clause dropped) that

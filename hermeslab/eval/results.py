@@ -11,6 +11,12 @@ type. Metrics a cell function adds later become new columns
 (``ALTER TABLE``); an integer column that meets a fraction is widened to
 DOUBLE. A NaN metric is stored as NULL (both mean "not defined").
 
+``failed_turns`` is a column of every results table, and of every frame read
+from one, even when no row has a value: a config whose turns failed did less
+work and looks cheaper, so comparisons need the count beside every cell.
+Opening a file written before the column existed adds it (NULL in its rows:
+not known).
+
 ``runs`` records each invocation: its id, start and end, the configs (name,
 hash, YAML) and cell function, the hermeslab version and the host, counts,
 and the recording problems that were skipped.
@@ -38,6 +44,8 @@ import pandas as pd
 
 #: Columns of ``results`` that identify and describe a cell; every other column is a metric.
 ROW_COLUMNS = ("session_id", "config", "config_hash", "run_id", "cell", "status", "error")
+#: Metric columns every results table has (added to older files when they are opened), with their types.
+STANDARD_METRICS = {"failed_turns": "BIGINT"}
 TABLES = ("runs", "results")
 
 _SCHEMA = """
@@ -126,10 +134,12 @@ class ResultsFile:
             raise ValueError(f"could not open the results file {self.path}: {exc}") from None
         self._check_foreign_tables()
         self.con.execute(_SCHEMA)
-        self._columns = self._read_columns()
-        missing = [c for c in ROW_COLUMNS if c not in self._columns]
+        missing = [c for c in ROW_COLUMNS if c not in self._read_columns()]
         if missing:
             raise ValueError(f"{self.path}: its results table lacks {missing}; it is not an A/B results file")
+        for name, kind in STANDARD_METRICS.items():  # files written before a standard column existed
+            self.con.execute(f"ALTER TABLE results ADD COLUMN IF NOT EXISTS {_quote(name)} {kind}")
+        self._columns = self._read_columns()
         self._buffer: list[CellRow] = []
         self._flushed_at = time.monotonic()
 
@@ -234,7 +244,8 @@ class ResultsFile:
 
         The config name comes from ``wanted``, so a cell reused from a run that
         named the same config differently is reported under today's name.
-        Metric columns that are empty for every returned row are left out.
+        Metric columns that are empty for every returned row are left out, except
+        the standard ones (``STANDARD_METRICS``).
         """
         self.flush()
         metrics = ", ".join(f"r.{_quote(c)}" for c in self.metric_columns)
@@ -244,7 +255,7 @@ class ResultsFile:
                 f"{', ' + metrics if metrics else ''} FROM wanted_cells w JOIN results r "
                 "ON r.session_id = w.session_id AND r.config_hash = w.config_hash AND r.cell = ? "
                 "ORDER BY w.position", [cell]).df()
-        empty = [c for c in self.metric_columns if frame[c].isna().all()]
+        empty = [c for c in self.metric_columns if c not in STANDARD_METRICS and frame[c].isna().all()]
         return frame.drop(columns=empty)
 
     @contextmanager

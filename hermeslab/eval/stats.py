@@ -5,6 +5,10 @@ session, so every statistic here is computed on the per-session difference
 B − A: the session's own difficulty cancels out and small effects become
 visible with a few hundred sessions. Only sessions that both configs finished
 are paired; a session that failed under either is left out of every metric.
+
+A pair in which either config had a failed turn (``failed_turns`` > 0) is not a
+fair one: the side that gave up did less work and looks cheaper. Such pairs
+are counted in every comparison (``n_failed_pairs``) and, on request, left out.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from scipy import stats as scipy_stats
 
 from .results import ROW_COLUMNS
 
-COMPARISON_COLUMNS = ("n_pairs", "mean_a", "mean_b", "mean_diff", "ratio", "ci_low", "ci_high", "b_lower_share",
-                      "ci_method")
+COMPARISON_COLUMNS = ("n_pairs", "n_failed_pairs", "mean_a", "mean_b", "mean_diff", "ratio", "ci_low", "ci_high",
+                      "b_lower_share", "ci_method")
+#: What ``paired_compare`` does with pairs that had a failed turn on either side.
+FAILED_PAIRS = ("keep", "exclude")
 
 
 def metric_columns(results: pd.DataFrame) -> list[str]:
@@ -43,6 +49,22 @@ def paired_values(results: pd.DataFrame, a: str, b: str, metric: str) -> pd.Data
     pairs = pd.concat(wide, axis=1, join="inner").dropna()
     pairs.index.name = "session_id"
     return pairs
+
+
+def sessions_with_failed_turns(results: pd.DataFrame, configs: Sequence[str]) -> set[str]:
+    """Sessions that one of ``configs`` finished with at least one failed turn.
+
+    A frame without a ``failed_turns`` column (a cell function that does not
+    report it), or a row where it is empty, counts as no failed turn.
+    """
+    _check_frame(results)
+    if "failed_turns" not in results.columns:
+        return set()
+    rows = results[results["config"].isin(list(configs))]
+    if "status" in rows.columns:
+        rows = rows[rows["status"] == "ok"]
+    failed = pd.to_numeric(rows["failed_turns"], errors="coerce").astype("float64") > 0
+    return set(rows.loc[failed, "session_id"])
 
 
 def bootstrap_mean_ci(differences: np.ndarray, *, confidence: float, n_resamples: int,
@@ -71,23 +93,31 @@ def bootstrap_mean_ci(differences: np.ndarray, *, confidence: float, n_resamples
 
 
 def paired_compare(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str] | None = None, *,
-                   n_resamples: int = 9_999, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                   n_resamples: int = 9_999, confidence: float = 0.95, seed: int = 0,
+                   failed_pairs: str = "keep") -> pd.DataFrame:
     """Per metric: means under A and B, the mean paired difference B − A with its bootstrap CI, and more.
 
     ``results`` is a frame as ``run_ab`` returns it (``session_id``, ``config``,
     ``status`` and metric columns). ``metrics`` defaults to every numeric metric
-    column. The answer is indexed by metric with the columns ``n_pairs``,
-    ``mean_a``, ``mean_b``, ``mean_diff`` (B − A), ``ratio`` (mean B / mean A;
-    NaN when mean A is 0), ``ci_low``/``ci_high`` (the ``confidence`` interval of
-    ``mean_diff``), ``b_lower_share`` (share of pairs where B < A) and
-    ``ci_method``. Each metric's resampling starts from ``seed``, so the same
+    column. The answer is indexed by metric with the columns ``n_pairs`` (the
+    pairs compared), ``n_failed_pairs``, ``mean_a``, ``mean_b``, ``mean_diff``
+    (B − A), ``ratio`` (mean B / mean A; NaN when mean A is 0),
+    ``ci_low``/``ci_high`` (the ``confidence`` interval of ``mean_diff``),
+    ``b_lower_share`` (share of pairs where B < A) and ``ci_method``. Each metric's resampling starts from ``seed``, so the same
     input gives the same intervals whichever metrics are asked for.
+
+    ``n_failed_pairs`` counts the metric's pairs in which A or B had a failed
+    turn. With ``failed_pairs="keep"`` (the default) they stay in the
+    comparison and that count flags them; with ``"exclude"`` they are left out,
+    so ``n_pairs`` counts only the pairs where both configs finished every turn.
     """
     _check_frame(results)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    if failed_pairs not in FAILED_PAIRS:
+        raise ValueError(f"failed_pairs must be one of {', '.join(FAILED_PAIRS)}, got {failed_pairs!r}")
     configs = list(dict.fromkeys(results["config"]))
     for name in (a, b):
         if name not in configs:
@@ -97,14 +127,19 @@ def paired_compare(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]
     unknown = [m for m in chosen if m not in available]
     if unknown:
         raise ValueError(f"not numeric metric columns of the results: {unknown}; available: {available}")
+    failed = sessions_with_failed_turns(results, (a, b))
     rows = {}
     for metric in chosen:
         pairs = paired_values(results, a, b, metric)
+        flagged = pairs.index.isin(list(failed))
+        if failed_pairs == "exclude":
+            pairs = pairs[~flagged]
         rows[metric] = _compare_pairs(pairs["a"].to_numpy(), pairs["b"].to_numpy(), confidence=confidence,
                                       n_resamples=n_resamples, seed=seed)
+        rows[metric]["n_failed_pairs"] = int(flagged.sum())
     table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COMPARISON_COLUMNS))
     table.index.name = "metric"
-    return table.astype({"n_pairs": "int64"})
+    return table.astype({"n_pairs": "int64", "n_failed_pairs": "int64"})
 
 
 def _compare_pairs(a: np.ndarray, b: np.ndarray, *, confidence: float, n_resamples: int, seed: int) -> dict:
