@@ -25,7 +25,15 @@ from hermeslab.core.config import Config, ConfigError, MCPServerConfig
 from hermeslab.core.events import EventBus, Notice
 from hermeslab.runtime import Runtime, load_config
 from hermeslab.tools import Tool, ToolError, ToolRegistry, execute_tool_calls
-from hermeslab.tools.mcp import MCPManager, normalize_schema, prefixed_name, result_text
+from hermeslab.tools.mcp import (
+    MCPManager,
+    UnsetVariable,
+    expand_variables,
+    expanded_settings,
+    normalize_schema,
+    prefixed_name,
+    result_text,
+)
 from hermeslab.tools.schema_check import SchemaViolation, check_schema, validate
 from scripted_provider import ScriptedProvider, tool_call
 
@@ -241,6 +249,18 @@ def test_the_config_digest_ignores_mcp_secrets_but_not_the_server():
     assert digest() != digest(args=["--other"])
 
 
+def test_variables_are_expanded_from_the_environment_and_a_missing_one_is_named():
+    environ = {"TOKEN": "s3cret", "PORT": "8080"}
+    assert expand_variables("Bearer ${TOKEN}", environ, "x") == "Bearer s3cret"
+    assert expand_variables("http://h:${PORT}/${TOKEN}$TOKEN {TOKEN}", environ, "x") == "http://h:8080/s3cret$TOKEN {TOKEN}"
+    with pytest.raises(UnsetVariable, match=r"mcp_servers.gh.headers.Authorization uses \$\{GH_TOKEN\}"):
+        expand_variables("Bearer ${GH_TOKEN}", environ, "mcp_servers.gh.headers.Authorization")
+    config = MCPServerConfig.from_mapping("gh", {"url": "https://h/${PORT}", "headers": {"Authorization": "${TOKEN}"}})
+    expanded = expanded_settings("gh", config, environ)
+    assert (expanded.url, expanded.headers) == ("https://h/8080", {"Authorization": "s3cret"})
+    assert config.headers == {"Authorization": "${TOKEN}"}  # the configured form is kept, secrets stay out of it
+
+
 def test_the_manager_refuses_events_without_a_session():
     with pytest.raises(ValueError, match="session_id"):
         MCPManager({}, bus=EventBus())
@@ -264,8 +284,15 @@ def servers():
         "crash": stdio("crash.py"),
         "hang": stdio("hang.py", connect_timeout=1.5),
         "missing": {"command": str(SERVERS / "no-such-server")},
+        "labelled": stdio("echo.py", "${HERMESLAB_TEST_LABEL}"),
+        "unset": stdio("echo.py", "${HERMESLAB_TEST_UNSET}"),
     }, bus=bus, session_id=lambda: "mcp-tests")
-    manager.start(registry)
+    os.environ["HERMESLAB_TEST_LABEL"] = "L"
+    os.environ.pop("HERMESLAB_TEST_UNSET", None)
+    try:
+        manager.start(registry)
+    finally:
+        del os.environ["HERMESLAB_TEST_LABEL"]
     yield manager, registry, notices
     manager.close()
     assert len(registry) == 0
@@ -279,9 +306,12 @@ def test_working_servers_register_and_broken_ones_say_why(servers):
     assert status["crash"].state == "failed" and "the database URL is not set" in status["crash"].error
     assert status["hang"].error == "no answer to the MCP handshake within 1.5 s"
     assert "not found" in status["missing"].error
-    assert not any(name.startswith(("crash__", "hang__", "missing__")) for name in registry.names())
+    assert status["unset"].error == "mcp_servers.unset.args[1] uses ${HERMESLAB_TEST_UNSET}, which is not set in " \
+                                    "the environment"
+    assert registry.get("labelled__echo").handler({"text": "hi"}) == "L: hi"
+    assert not any(name.startswith(("crash__", "hang__", "missing__", "unset__")) for name in registry.names())
     errors = [n.text for n in notices if n.level == "error"]
-    assert len(errors) == 3 and all("failed to start" in text for text in errors)
+    assert len(errors) == 4 and all("failed to start" in text for text in errors)
     assert all(n.session_id == "mcp-tests" for n in notices)
 
 

@@ -13,6 +13,11 @@ boundary stays visible. The task then pings the server every
 mark the server unavailable and start a reconnect that lists the tools again.
 A ``notifications/tools/list_changed`` re-lists at once.
 
+``${NAME}`` in a server's command, args, env values, URL or header values is
+replaced by that environment variable when the server is (re)connected, so a
+config file can name a secret without holding it (and the config's hash and
+the log never see it); an unset variable fails the start with its name.
+
 Whatever goes wrong (a server that is down, a call that times out, an error
 result, arguments the server rejects) reaches the model as the text of a tool
 error, never as an exception out of the loop. Connections, losses and
@@ -22,10 +27,12 @@ reconnections are published as ``Notice`` events.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import hashlib
 import json
 import logging
 import math
+import os
 import re
 import tempfile
 import threading
@@ -181,6 +188,39 @@ def _complete_object(node: dict[str, Any]) -> dict[str, Any]:
     elif "required" in node:
         del node["required"]
     return node
+
+
+class UnsetVariable(ValueError):
+    """A ``${NAME}`` in a server's settings whose variable is not set."""
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_variables(text: str, environ: Mapping[str, str], where: str) -> str:
+    """``text`` with every ``${NAME}`` replaced by ``environ[NAME]``; UnsetVariable names the first one missing."""
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise UnsetVariable(f"{where} uses ${{{name}}}, which is not set in the environment")
+        return environ[name]
+
+    return _VARIABLE.sub(value, text)
+
+
+def expanded_settings(name: str, config: MCPServerConfig, environ: Mapping[str, str]) -> MCPServerConfig:
+    """``config`` with the variables in its command, args, env, URL and headers expanded (see the module docstring)."""
+    where = f"mcp_servers.{name}"
+
+    def each(values: dict[str, str], key: str) -> dict[str, str]:
+        return {k: expand_variables(v, environ, f"{where}.{key}.{k}") for k, v in values.items()}
+
+    return dataclasses.replace(
+        config,
+        command=None if config.command is None else expand_variables(config.command, environ, f"{where}.command"),
+        args=[expand_variables(arg, environ, f"{where}.args[{i}]") for i, arg in enumerate(config.args)],
+        env=each(config.env, "env"), headers=each(config.headers, "headers"),
+        url=None if config.url is None else expand_variables(config.url, environ, f"{where}.url"))
 
 
 def prefixed_name(server: str, tool: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
@@ -377,7 +417,7 @@ class _Server:
             return connected, self._describe(exc)
 
     async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
-        config = self.config
+        config = expanded_settings(self.name, self.config, os.environ)
         if config.url is not None:
             client = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=config.headers,
@@ -546,6 +586,8 @@ class _Server:
             text = "the server closed the connection" if exc.code == CONNECTION_CLOSED else exc.message
         elif isinstance(exc, TimeoutError):
             text = "timed out"
+        elif isinstance(exc, UnsetVariable):
+            text = str(exc)
         elif isinstance(exc, FileNotFoundError) and self.config.command is not None:
             text = f"command {self.config.command!r} not found"
         elif isinstance(exc, OSError) and exc.strerror and self.config.command is not None:
