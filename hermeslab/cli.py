@@ -264,7 +264,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from .eval.ab import FlatSweepWarning, config_label, run_ab
+    from .eval.ab import (
+        FlatSweepWarning,
+        ReplayCell,
+        config_label,
+        resolve_config,
+        run_ab,
+    )
     from .eval.stats import paired_compare
 
     configs = {config_label(spec): spec for spec in args.config}
@@ -274,11 +280,12 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise SystemExit("hermeslab: ab needs at least two --config options")
     baseline = next(iter(configs))
     try:
+        exam = _exam_settings(args.exam, [resolve_config(spec) for spec in configs.values()] if args.exam is not None else [])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
             warnings.simplefilter("always", FlatSweepWarning)
             frame = run_ab(args.files, configs, out=args.out, executor=args.executor, workers=args.workers,
-                           limit=args.limit)
+                           limit=args.limit, cell=None if exam is None else ReplayCell(exam=exam))
         tables = {name: paired_compare(frame, baseline, name, args.metric or None, n_resamples=args.resamples,
                                        seed=args.seed) for name in list(configs)[1:]}
     except (OSError, ValueError, ImportError) as exc:
@@ -303,6 +310,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     import json
     import math
 
+    from .eval.exam import exam_at_endpoint
     from .eval.metrics import measure
     from .eval.recording import read_recordings
     from .eval.replay import new_run_id, replay
@@ -310,6 +318,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise SystemExit("hermeslab: --limit must be at least 1")
     config = _load_config(args.config)
+    exam = _exam_settings(args.exam, [config])
     try:
         recordings = read_recordings(args.file)
     except OSError as exc:
@@ -325,7 +334,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         done += 1
         wanted.discard(recording.id)
         try:
-            row = measure(replay(recording, config, run_id=run_id, store=args.store))
+            run = replay(recording, config, run_id=run_id, store=args.store)
+            row = measure(run) if exam is None else {**measure(run), **exam_at_endpoint(run, config, exam)}
         except (ValueError, OSError) as exc:
             errors += _report([f"session {recording.id!r}: {exc}"])
             continue
@@ -336,11 +346,32 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _exam_settings(cache: str | None, configs: list):
+    """The recall exam's settings when ``--exam`` was given (every config must name an endpoint), else None."""
+    from .eval.exam import DEFAULT_CACHE_PATH, ExamSettings, require_endpoint
+
+    if cache is None:
+        return None
+    try:
+        for config in configs:
+            require_endpoint(config)
+    except ValueError as exc:
+        raise SystemExit(f"hermeslab: --exam: {exc}") from None
+    return ExamSettings(cache_path=cache or DEFAULT_CACHE_PATH)
+
+
 def _report(problems: list) -> int:
     """Print each problem on its own line of standard error; returns how many there were."""
     for problem in problems:
         print(f"hermeslab replay: {problem}", file=sys.stderr)
     return len(problems)
+
+
+def _add_exam_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exam", nargs="?", const="", metavar="CACHE",
+                        help="also run the recall exam at the config's endpoint (model.base_url, model.api_key); "
+                             "replies are cached in the SQLite file CACHE (default "
+                             "~/.cache/hermeslab/recall-exam.sqlite)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -418,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all)")
     ab.add_argument("--resamples", type=int, default=9_999, help="bootstrap resamples (default 9999)")
     ab.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    _add_exam_option(ab)
     ab.set_defaults(func=cmd_ab)
 
     replayer = sub.add_parser("replay", help="replay recorded sessions through the agent loop; one metrics line each",
@@ -429,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     replayer.add_argument("--session", action="extend", nargs="+", metavar="ID", help="only these sessions")
     replayer.add_argument("--limit", type=int, metavar="N", help="only the first N sessions")
     replayer.add_argument("--store", metavar="PATH", help="also log the replays to this lab file, tagged with the run id")
+    _add_exam_option(replayer)
     replayer.set_defaults(func=cmd_replay)
     return parser
 

@@ -68,25 +68,39 @@ class ReplayCell:
 
     ``summariser`` None takes the one the config names; pass e.g.
     ``FixedSummariser()`` to time the loop and compression without a model.
+    ``exam`` (``eval.exam.ExamSettings``) adds the recall exam, asked of the
+    endpoint the config names (a config without one is a ValueError).
     """
 
     summariser: Any = None
+    exam: Any = None
 
     def __post_init__(self) -> None:
         # Load the agent stack here, in the process that plans the run: forked workers then inherit it
         # instead of each importing it again (a second or more per worker).
         from . import metrics, replay  # noqa: F401
+        from .exam import ExamSettings
+
+        if self.exam is not None and not isinstance(self.exam, ExamSettings):
+            raise TypeError(f"exam must be an ExamSettings or None, got {type(self.exam).__name__}")
 
     def __call__(self, recording: Recording, config: Config) -> dict[str, float | int]:
         from .metrics import measure
         from .replay import replay
 
-        return measure(replay(recording, config, summariser=self.summariser))
+        if self.exam is None:
+            return measure(replay(recording, config, summariser=self.summariser))
+        from .exam import exam_at_endpoint, require_endpoint
+
+        require_endpoint(config)
+        run = replay(recording, config, summariser=self.summariser)
+        return {**measure(run), **exam_at_endpoint(run, config, self.exam)}
 
     @property
     def identity(self) -> str:
         source = "config" if self.summariser is None else describe(self.summariser)
-        return f"hermeslab.eval.ab.ReplayCell(summariser={source})"
+        exam = "" if self.exam is None else f", exam={self.exam.identity}"
+        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam})"
 
 
 def describe(obj: Any) -> str:
