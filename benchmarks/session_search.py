@@ -14,6 +14,10 @@ by lineage root in Python. hermeslab: ``SearchIndex.search(limit=3)``,
 including snippets and neighbouring messages. Both answer the same query set
 in the same run, interleaved query by query.
 
+Then, for hermeslab alone: 10-message inserts and a merge; with the delta one
+message short of a merge, the first search of a new process; and the searches
+of this process while ``merge_docs`` messages are merged.
+
 Usage: python benchmarks/session_search.py [--messages N] [--sessions S] [--datasets DIR] [--workdir DIR]
 Prints one JSON object as its last line.
 """
@@ -23,12 +27,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import re
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -70,9 +77,14 @@ def load_sources(datasets: Path) -> list[tuple[str, list[str], str | None, str |
     return sources
 
 
-def corpus(sources: list, n_messages: int, n_sessions: int) -> tuple[list[MessageDoc], list[SessionInfo], list]:
-    """Messages, sessions, and each message's raw fields (for the baseline's table)."""
-    per_session = max(1, n_messages // n_sessions)
+def corpus(sources: list, n_messages: int, n_sessions: int, *, first: int = 0,
+           per_session: int | None = None) -> tuple[list[MessageDoc], list[SessionInfo], list]:
+    """Messages ``first .. n_messages - 1``, the sessions, and each message's raw fields (for the baseline's table).
+
+    Sessions hold ``per_session`` messages each (default: equal shares of
+    ``n_messages``); messages past the last share go to the last session.
+    """
+    per_session = per_session or max(1, n_messages // n_sessions)
     sessions, docs, raw = [], [], []
     chain_start = 0
     for s in range(n_sessions):
@@ -81,7 +93,7 @@ def corpus(sources: list, n_messages: int, n_sessions: int) -> tuple[list[Messag
         parent = f"s{s - 1:06d}" if s > chain_start else None
         sessions.append(SessionInfo(f"s{s:06d}", parent_id=parent, title=f"session {s}", started_at=EPOCH + s * 600.0,
                                     source="cli"))
-    for j in range(n_messages):
+    for j in range(first, n_messages):
         role, lines, calls, tool = sources[(j * 2_654_435_761) % len(sources)]
         other = sources[(j * 40_503 + 17) % len(sources)][1]
         first = j % len(lines)
@@ -284,8 +296,8 @@ def run_queries(index: SearchIndex, baseline: Baseline, queries: dict[str, list[
 def insert_costs(index: SearchIndex, baseline: Baseline, sources: list, n_messages: int, n_sessions: int) -> dict:
     """10-message inserts into both, after the bulk build (new ids continuing the corpus and earlier inserts)."""
     held = int(index.stats()["messages"])
-    extra_docs, _, extra_raw = corpus(sources, held + 10 * INSERT_BATCHES, n_sessions)
-    extra_docs, extra_raw = extra_docs[held:], extra_raw[held:]
+    extra_docs, _, extra_raw = corpus(sources, held + 10 * INSERT_BATCHES, n_sessions, first=held,
+                                      per_session=max(1, n_messages // n_sessions))
     ours, theirs = [], []
     for batch in range(INSERT_BATCHES):
         part = slice(batch * 10, batch * 10 + 10)
@@ -303,6 +315,83 @@ def insert_costs(index: SearchIndex, baseline: Baseline, sources: list, n_messag
                           "merge_every_messages": index.merge_docs,
                           "merge_ms_per_10_messages": round(merge_s * 1000 * 10 / max(1, pending), 2)},
             "fts5": percentiles(theirs)}
+
+
+def more_messages(index: SearchIndex, sources: list, count: int, n_messages: int, n_sessions: int
+                  ) -> list[MessageDoc]:
+    """``count`` new messages continuing the corpus after what the index holds."""
+    held = int(index.stats()["messages"])
+    return corpus(sources, held + count, n_sessions, first=held, per_session=max(1, n_messages // n_sessions))[0]
+
+
+def fill_delta(index: SearchIndex, sources: list, n_messages: int, n_sessions: int) -> int:
+    """Add messages (untimed) until one more would make a merge due: the most a process can find unmerged."""
+    missing = index.merge_docs - 1 - int(index.stats()["unmerged_messages"])
+    docs = more_messages(index, sources, max(0, missing), n_messages, n_sessions)
+    for start in range(0, len(docs), 500):
+        index.add(docs[start:start + 500])
+    return int(index.stats()["unmerged_messages"])
+
+
+_FIRST_SEARCH = """
+import json, sys, time
+from hermeslab.search import SearchIndex
+started = time.perf_counter()
+index = SearchIndex(sys.argv[1])
+index.search(sys.argv[2], limit=3)
+first = time.perf_counter() - started
+started = time.perf_counter()
+index.search(sys.argv[2], limit=3)
+print(json.dumps([first * 1000, (time.perf_counter() - started) * 1000]))
+"""
+
+
+def first_search_in_a_new_process(index: SearchIndex, query: str, runs: int = 3) -> dict:
+    """Opening the index and answering one query in a new process (imports not counted), then a second query."""
+    package_root = Path(sys.modules[SearchIndex.__module__].__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(package_root),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    timings = [json.loads(subprocess.run([sys.executable, "-c", _FIRST_SEARCH, str(index.path), query], env=env,
+                                         check=True, capture_output=True, text=True, timeout=600).stdout)
+               for _ in range(runs)]
+    return {"first_search_ms": round(statistics.median(first for first, _ in timings), 1),
+            "second_search_ms": round(statistics.median(second for _, second in timings), 1),
+            "unmerged_messages": int(index.stats()["unmerged_messages"])}
+
+
+def searches_during_merge(index: SearchIndex, docs: list[MessageDoc], queries: list[str]) -> dict:
+    """Search in a loop, in this process, while ``docs`` are added from another thread and make a merge due.
+
+    Runs until the merge is committed; a search that has to wait for the
+    merge shows up as the slowest one.
+    """
+    adder = threading.Thread(target=index.add, args=(docs,))
+    latencies: list[float] = []
+    started = time.perf_counter()
+    adder.start()
+    while True:
+        query = queries[len(latencies) % len(queries)]
+        began = time.perf_counter()
+        index.search(query, limit=3)
+        latencies.append((time.perf_counter() - began) * 1000)
+        if not adder.is_alive() and index.stats()["unmerged_messages"] < index.merge_docs:
+            break
+    merged_s = time.perf_counter() - started
+    adder.join()
+    return {"merge_every_messages": index.merge_docs, "merge_wall_s": round(merged_s, 2),
+            "searches_during_merge": len(latencies), "max_search_ms_during_merge": round(max(latencies), 1),
+            "p50_search_ms_during_merge": round(statistics.median(latencies), 1)}
+
+
+def merging_and_opening(index: SearchIndex, sources: list, queries: dict[str, list[str]], n_messages: int,
+                        n_sessions: int) -> dict:
+    """A full delta: what a new process pays for its first search, then what searches pay while it is merged."""
+    fill_delta(index, sources, n_messages, n_sessions)
+    opening = first_search_in_a_new_process(index, queries["multi"][0])
+    trigger = more_messages(index, sources, 10, n_messages, n_sessions)
+    during = searches_during_merge(index, trigger, [query for kind in ("common", "multi", "rare")
+                                                    for query in queries[kind]])
+    return {"first_search_new_process": opening, "merge": during}
 
 
 def main() -> None:
@@ -334,7 +423,7 @@ def main() -> None:
         ours_build: float | None = None
         theirs_build: float | None = None
         held = int(index.stats()["messages"])
-        if not (options.reuse and held >= len(docs) and baseline.messages() == held):
+        if not (options.reuse and held >= len(docs) and baseline.messages() >= len(docs)):
             started = time.perf_counter()
             index.rebuild(docs, sessions)
             ours_build = time.perf_counter() - started
@@ -355,6 +444,7 @@ def main() -> None:
         gc.freeze()
         timings = run_queries(index, baseline, queries)
         inserts = insert_costs(index, baseline, sources, options.messages, n_sessions)
+        lifecycle = merging_and_opening(index, sources, queries, options.messages, n_sessions)
         ours_bytes, theirs_bytes = index.size_bytes(), _size(baseline.path)
         report = {
             "benchmark": "session_search",
@@ -362,7 +452,8 @@ def main() -> None:
             "sessions": len(sessions),
             "queries": {kind: len(items) for kind, items in queries.items()},
             "hermeslab": {**timings["hermeslab"], "build_s": None if ours_build is None else round(ours_build, 1),
-                          "insert_10": inserts["hermeslab"], "bytes": ours_bytes, "terms": index.stats()["terms"]},
+                          "insert_10": inserts["hermeslab"], **lifecycle, "bytes": ours_bytes,
+                          "terms": index.stats()["terms"]},
             "fts5": {**timings["fts5"], "build_s": None if theirs_build is None else round(theirs_build, 1),
                      "insert_10": inserts["fts5"],
                      "bytes": theirs_bytes, "trigram_table": not options.no_trigram},

@@ -8,9 +8,11 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from hermeslab.search import MessageDoc, SearchIndex, SearchIndexError, SessionInfo
-from hermeslab.search import postings
+from hermeslab.search import MessageDoc, SearchIndex, SearchIndexError, SessionInfo, parse_query
+from hermeslab.search import delta, merge, postings, storage
 from hermeslab.search.snippets import CLOSE, OPEN
 
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
@@ -58,9 +60,13 @@ def small_blocks(monkeypatch):
 
 def test_rebuild_equals_incremental_adds_with_merges(tmp_path, small_blocks):
     docs = corpus()
-    incremental = SearchIndex(tmp_path / "incremental.sqlite", merge_docs=37)
-    for start in range(0, len(docs), 7):
-        incremental.add(docs[start:start + 7], SESSIONS if start == 0 else ())
+    incremental = SearchIndex(tmp_path / "incremental.sqlite", merge_docs=10_000)
+    for start in range(0, len(docs) - 5, 7):
+        incremental.add(docs[start:min(start + 7, len(docs) - 5)], SESSIONS if start == 0 else ())
+        if start % 35 == 0:  # merges in this process, so they cut the small blocks
+            assert results(incremental)
+            incremental.merge()
+    incremental.add(docs[-5:])
     rebuilt = SearchIndex(tmp_path / "rebuilt.sqlite")
     rebuilt.rebuild(docs, SESSIONS)
     assert incremental.stats()["unmerged_messages"] > 0  # some answers come from the in-memory delta
@@ -219,3 +225,123 @@ def test_scores_count_unmerged_messages_in_document_frequencies(tmp_path):
     assert len(hits) == 3
     # N = 11, df = 3, every message has length 1 → factor 1
     assert all(math.isclose(hit.score, math.log(1 + (11 - 3 + 0.5) / 3.5)) for hit in hits)
+
+
+def test_merges_run_in_the_background_and_leave_the_same_answers(tmp_path):
+    docs = corpus(200)
+    index = SearchIndex(tmp_path / "s.sqlite", merge_docs=50)
+    for start in range(0, len(docs), 10):
+        index.add(docs[start:start + 10], SESSIONS if start == 0 else ())
+    assert index.wait_for_merge(timeout=60) and not index.merging
+    assert index.stats()["unmerged_messages"] < 50
+    rebuilt = SearchIndex(tmp_path / "rebuilt.sqlite")
+    rebuilt.rebuild(docs, SESSIONS)
+    assert results(index) == results(rebuilt)
+
+
+def test_a_merge_overtaken_by_another_is_dropped(tmp_path, small_blocks, monkeypatch):
+    docs = corpus(120)
+    index = SearchIndex(tmp_path / "s.sqlite", merge_docs=10_000)
+    index.add(docs, SESSIONS)
+    first, second = (storage.connect(index.path, timeout=5.0) for _ in range(2))
+    overtaken = []
+    merge_term = merge._merge_term
+
+    def meanwhile(*args, **kwargs):  # another process merges while this one is computing
+        if not overtaken:
+            overtaken.append(0)
+            overtaken[0] = merge.merge_pending(second)
+        merge_term(*args, **kwargs)
+
+    monkeypatch.setattr(merge, "_merge_term", meanwhile)
+    assert merge.merge_pending(first) == 0
+    assert overtaken[0] > 0 and index.stats()["unmerged_messages"] == 0
+    assert merge.merge_pending(first) == 0  # nothing left to do
+    rebuilt = SearchIndex(tmp_path / "rebuilt.sqlite")
+    rebuilt.rebuild(docs, SESSIONS)
+    assert results(index) == results(rebuilt)
+
+
+def test_a_new_handle_loads_unmerged_postings_without_tokenising(tmp_path, monkeypatch):
+    docs = corpus(100)
+    SearchIndex(tmp_path / "s.sqlite", merge_docs=10_000).add(docs, SESSIONS)
+    expected = results(SearchIndex(tmp_path / "s.sqlite"))
+
+    def no_tokenising(text):
+        raise AssertionError("unmerged messages were tokenised again")
+
+    monkeypatch.setattr(delta, "analysed", no_tokenising)
+    assert results(SearchIndex(tmp_path / "s.sqlite")) == expected
+    monkeypatch.undo()
+    # Messages written without their postings (by an older version) are tokenised from their text.
+    con = storage.connect(tmp_path / "s.sqlite", timeout=5.0)
+    con.execute("DELETE FROM pending WHERE first > 0")
+    assert results(SearchIndex(tmp_path / "s.sqlite")) == expected
+
+
+def test_closing_stops_a_background_merge(tmp_path):
+    index = SearchIndex(tmp_path / "s.sqlite", merge_docs=20)
+    index.add(corpus(100), SESSIONS)
+    index.close()
+    assert not index.merging
+    reopened = SearchIndex(tmp_path / "s.sqlite")
+    assert len(reopened.search("common", limit=5).hits) == 5
+
+
+_PHRASE_WORDS = ["data", "used", "lost", "the", "Data", "data_used", "used.", "\n", "大别", "山"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(_PHRASE_WORDS), max_size=12), min_size=1, max_size=25),
+       st.lists(st.sampled_from(_PHRASE_WORDS), min_size=2, max_size=3), st.booleans())
+def test_phrase_hits_are_exactly_the_messages_holding_the_phrase(tmp_path_factory, texts, words, bulk):
+    """The successor masks only ever turn away messages without the phrase."""
+    docs = [message(i, f"s{i}", " ".join(text)) for i, text in enumerate(texts)]
+    index = SearchIndex(tmp_path_factory.mktemp("phrases") / "s.sqlite", merge_docs=10_000)
+    if bulk:
+        index.rebuild(docs)
+    else:
+        index.add(docs)
+    query = parse_query('"' + " ".join(words) + '"')
+    if not query.phrases:
+        return
+    found = {hit.message_id for hit in index.search(query, limit=50).hits}
+    assert found == {doc.message_id for doc in docs if query.matches(doc.text)}
+
+
+def test_blocks_stored_without_successor_masks_still_answer_phrases(tmp_path):
+    docs = corpus(120)
+    index = SearchIndex(tmp_path / "s.sqlite")
+    index.rebuild(docs, SESSIONS)
+    expected = results(index)
+    con = storage.connect(tmp_path / "s.sqlite", timeout=5.0)
+    con.execute("UPDATE blocks SET nexts = NULL")  # as an older version writes them
+    assert results(SearchIndex(tmp_path / "s.sqlite")) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from("abcdef"), st.integers(1, 3), max_size=4), min_size=1, max_size=30),
+       st.lists(st.integers(1, 6), min_size=1, max_size=30), st.integers(0, 35))
+def test_the_delta_holds_exactly_the_postings_above_the_merge_mark(messages, batches, mark):
+    """Segments appended in batches, folded together and cut at a merge mark keep every posting once."""
+    from collections import Counter
+
+    held, position = delta.Delta(0), 0
+    for size in batches:
+        if position >= len(messages):
+            break
+        part = messages[position:position + size]
+        segment = delta.Segment.from_counts(position, [Counter(found) for found in part],
+                                            [{term: tf for term, tf in found.items()} for found in part])
+        held.append(delta.Segment.decode(position, position + len(part), *segment.encode()))
+        position += len(part)
+    held.drop_below(mark)
+    for term in "abcdef":
+        expected = [(doc, found[term]) for doc, found in enumerate(messages[:position])
+                    if term in found and doc >= mark]
+        docs, tfs, nexts = held.postings(term)
+        assert list(zip(docs.tolist(), tfs.tolist())) == expected
+        assert nexts.tolist() == [tf for _, tf in expected]  # the masks travel with their postings
+        assert held.df(term) == len(expected)
+    # Each segment is more than twice the size of the next, so there are few of them.
+    assert held.upto == max(position, mark) and len(held.segments) <= position.bit_length() + 1

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hermeslab.search import MessageDoc, SearchIndex
 from hermeslab.search.bm25 import factor, factor_bound, idf
 from hermeslab.search.lineage import lineage_roots, roots_by_id
-from hermeslab.search.topk import Block, top_groups
+from hermeslab.search.topk import Accumulators, Block, RandomAccess, Term, top_groups
 
 
 def index_of(tmp_path, texts, sessions=None):
@@ -89,24 +89,45 @@ def problems(draw):
     return n_docs, postings, groups, required, draw(st.integers(1, 4)), draw(st.integers(1, 5))
 
 
-@settings(max_examples=100, deadline=None)
-@given(problems())
-def test_top_groups_equals_brute_force(problem):
+def as_term(postings, block_size, required=False):
+    """A term over in-memory postings [(doc, contribution)], cut into impact-ordered blocks of ``block_size``."""
+    ordered = sorted(postings, key=lambda item: -item[1])
+    blocks = []
+    for start in range(0, len(ordered), block_size):
+        part = ordered[start:start + block_size]
+        docs, values = np.array([d for d, _ in part], np.int64), np.array([v for _, v in part])
+        blocks.append(Block(float(values.max()), len(part), (docs, values)))
+    return Term(blocks, lambda chosen: [block.key for block in chosen], lambda docs, values: values, required)
+
+
+def exact_scores(postings, required):
+    """Random access for the brute-force problems: every message's full score (-inf without a required term)."""
+    def scores(docs):
+        out = []
+        for doc in docs.tolist():
+            found = [dict(term).get(doc) for term in postings]
+            if any(flag and value is None for flag, value in zip(required, found)):
+                out.append(-np.inf)
+            else:
+                out.append(sum(value for value in found if value is not None))
+        return np.array(out)
+    return scores
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(), st.integers(0, 2), st.sampled_from([0.0, 1.0, 1e9]), st.data())
+def test_top_groups_equals_brute_force(problem, random_access, resolve_cost, data):
     n_docs, postings, groups, required, limit, block_size = problem
-    terms = []
-    for term in postings:
-        ordered = sorted(term, key=lambda item: -item[1])
-        blocks = []
-        for start in range(0, len(ordered), block_size):
-            part = ordered[start:start + block_size]
-            docs, values = np.array([d for d, _ in part]), np.array([v for _, v in part])
-            blocks.append(Block(float(values.max()), lambda docs=docs, values=values: (docs, values)))
-        terms.append(blocks)
+    rejected = set(data.draw(st.lists(st.integers(0, n_docs - 1), max_size=3))) if random_access == 2 else set()
+    terms = [as_term(term, block_size, flag) for term, flag in zip(postings, required)]
     group_array = np.array(groups)
-    result = top_groups(terms, required=required, n_docs=n_docs, group_of=lambda docs: group_array[docs],
-                        limit=limit)
+    access = RandomAccess(exact_scores(postings, required), lambda docs: np.full(len(docs), resolve_cost)) \
+        if random_access else None
+    result = top_groups(terms, n_docs=n_docs, group_of=lambda docs: group_array[docs], limit=limit,
+                        accept=lambda docs: np.array([doc not in rejected for doc in docs.tolist()]),
+                        random_access=access, accumulators=SHARED)
     assert result.exact
-    best = best_per_group(postings, n_docs, groups, required)
+    best = best_per_group(postings, n_docs, [-1 if doc in rejected else g for doc, g in enumerate(groups)], required)
     expected = sorted(best.values(), reverse=True)[:limit]
     found = [hit.group for hit in result.hits]
     assert len(set(found)) == len(found) == len(expected)
@@ -115,16 +136,49 @@ def test_top_groups_equals_brute_force(problem):
     # ... and each hit's score is what was collected for it: never more than its true score.
     for hit in result.hits:
         assert hit.score <= best[hit.group] + 1e-9
+        assert hit.doc not in rejected
+    # The working arrays are left clean for the next query.
+    assert not (SHARED.score.any() or SHARED.seen.any() or SHARED.candidate.any() or SHARED.verdict.any())
+
+
+SHARED = Accumulators()
 
 
 def test_top_groups_stops_early_on_a_single_term_and_honours_the_work_cap():
-    blocks = [Block(10.0 - i, lambda i=i: (np.arange(i * 10, i * 10 + 10), np.full(10, 10.0 - i)))
-              for i in range(100)]
-    result = top_groups([blocks], required=[False], n_docs=1000, group_of=lambda docs: docs, limit=3)
+    postings = [(doc, 10.0 - doc // 10) for doc in range(1000)]
+    result = top_groups([as_term(postings, 10)], n_docs=1000, group_of=lambda docs: docs, limit=3)
     assert result.exact and result.postings_read == 10
-    capped = top_groups([blocks, blocks], required=[True, False], n_docs=1000, group_of=lambda docs: docs % 2,
-                        limit=3, accept=lambda doc: False, max_postings=50)
+    capped = top_groups([as_term(postings, 10, True), as_term(postings, 10)], n_docs=1000,
+                        group_of=lambda docs: docs % 2, limit=3, accept=lambda docs: np.zeros(len(docs), bool),
+                        max_postings=50)
     assert not capped.exact and capped.postings_read <= 60
+
+
+def test_rejected_messages_never_hide_later_hits():
+    """More rejections than the first window of candidates holds: the search looks further down."""
+    postings = [(doc, 1000.0 - doc) for doc in range(500)]
+    result = top_groups([as_term(postings, 500)], n_docs=500, group_of=lambda docs: docs, limit=3,
+                        accept=lambda docs: docs >= 200)
+    assert [hit.doc for hit in result.hits] == [200, 201, 202] and result.exact
+
+
+def test_random_access_replaces_reading_a_long_list_when_it_is_cheaper():
+    """The rare term's messages sit at the tail of the common term's list: proving the answer takes the whole
+    list, or scoring the few candidates directly."""
+    rare = [(doc, 5.0 + (doc - 99_990) / 100) for doc in range(99_990, 100_000)]
+    common = [(doc, 1.0 - doc / 200_000) for doc in range(100_000)]
+    terms = [as_term(rare, 4), as_term(common, 1000)]
+    plain = top_groups(terms, n_docs=100_000, group_of=lambda docs: docs, limit=3)
+    assert [hit.doc for hit in plain.hits] == [99_999, 99_998, 99_997] and plain.exact
+    assert plain.postings_read == 100_010
+    exact = exact_scores([rare, common], [False, False])
+    cheap = RandomAccess(exact, lambda docs: np.full(len(docs), 10.0))
+    direct = top_groups(terms, n_docs=100_000, group_of=lambda docs: docs, limit=3, random_access=cheap)
+    assert [hit.doc for hit in direct.hits] == [99_999, 99_998, 99_997] and direct.exact
+    assert direct.postings_read == 10
+    dear = RandomAccess(exact, lambda docs: np.full(len(docs), 1e6))
+    assert top_groups(terms, n_docs=100_000, group_of=lambda docs: docs, limit=3,
+                      random_access=dear).postings_read == 100_010
 
 
 def test_lineage_roots_follow_parents_and_survive_cycles():

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import zlib
+from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hermeslab.search.documents import message_text
 from hermeslab.search.query import MAX_QUERY_CHARS, MAX_TERMS, parse_query
 from hermeslab.search.snippets import CLOSE, OPEN, preview, snippet
-from hermeslab.search.tokens import MAX_TERM_CHARS, bigrams, term_counts, terms, unit_key
+from hermeslab.search.tokens import (MAX_TERM_CHARS, analysed, bigrams, counts_of, successor_bit, successors, terms,
+                                     unit_key)
 
 
 def test_words_are_lower_cased_and_identifiers_also_give_their_parts():
@@ -28,7 +33,7 @@ def test_paths_and_dotted_or_hyphenated_names_are_indexed_whole_and_in_pieces():
 
 
 def test_term_frequencies_and_length_count_repeats():
-    counts, length = term_counts("the cat and the hat, the end")
+    counts, length, _ = analysed("the cat and the hat, the end")
     assert counts["the"] == 3 and counts["cat"] == 1
     assert length == 7
 
@@ -77,6 +82,46 @@ def test_query_words_are_optional_and_quoted_phrases_required():
     assert query.phrases == (" compose file ",)
     assert query.matches("The Compose-file was wrong")
     assert not query.matches("the file for compose")
+
+
+# Cased, caseless, joined, unsegmented (with a combining mark), and letters whose lower case is special.
+_ALPHABET = "aAbBzZ_19 .-,\n\t大别山猫กข\u0e31İıſΣσςK"
+_TEXTS = st.text(alphabet=_ALPHABET, max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TEXTS, max_size=4), st.lists(_TEXTS, min_size=1, max_size=2))
+def test_a_phrase_matches_exactly_when_its_key_is_in_the_texts_key(texts, phrases):
+    query = parse_query(" ".join(f'"{phrase}"' for phrase in phrases))
+    expected = [all(phrase_key in unit_key(text) for phrase_key in query.phrases) for text in texts]
+    assert [query.matches(text) for text in texts] == expected
+    assert query.matching(texts) == expected  # all texts searched at once
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXTS, st.lists(_TEXTS, max_size=3))
+def test_counting_chosen_terms_equals_counting_all_of_them(text, sources):
+    wanted = {term for source in sources + [text[:8]] for term in terms(source)}
+    everything = Counter(terms(text))
+    assert counts_of(text, wanted) == {term: everything[term] for term in wanted if everything[term]}
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXTS)
+def test_indexing_a_text_gives_its_terms_and_what_follows_each_unit(text):
+    counts, length, masks = analysed(text)
+    assert counts == Counter(terms(text)) and length == len(terms(text))
+    assert masks == successors(text)
+    found = unit_key(text).split()
+    assert set(masks) == set(found)
+    for unit, after in zip(found, found[1:]):
+        assert masks[unit] & successor_bit(after)
+
+
+def test_successor_masks_are_the_same_in_every_process():
+    assert successor_bit("used") == 1 << (zlib.crc32(b"used") & 15)
+    assert successors("data used, data lost.")["data"] == successor_bit("used") | successor_bit("lost")
+    assert successors("data used, data lost.")["lost"] == 0
 
 
 def test_unbalanced_quotes_are_ignored_and_operators_are_words():

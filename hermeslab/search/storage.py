@@ -10,7 +10,8 @@ record; this file can always be rebuilt from it.
 Tables: ``terms`` (term → id, document frequency of merged messages),
 ``blocks`` (impact-ordered posting blocks, keyed ``term_id << 20 | block
 id``), ``docs`` (one row per message, with its searchable text for phrases,
-snippets and the in-memory postings of unmerged messages), ``chunks``
+snippets), ``pending`` (the postings of each batch of messages not merged
+into blocks yet, grouped by term: see ``hermeslab.search.delta``), ``chunks``
 (message lengths and sessions packed 1,024 to a row, so a process loads them
 in a few reads) and ``sessions``.
 ``meta`` holds the collection counters.
@@ -23,7 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+
 FORMAT = 1
+MMAP_BYTES = 1 << 31
 CHUNK_DOCS = 1_024
 BLOCK_ID_BITS = 20
 
@@ -33,15 +37,20 @@ _SCHEMA = (
     " WITHOUT ROWID",
     # Columns before the blobs, so reading a block's head does not touch its overflow pages.
     "CREATE TABLE IF NOT EXISTS blocks (key INTEGER PRIMARY KEY, bound REAL NOT NULL, avgdl REAL NOT NULL,"
-    " size INTEGER NOT NULL, docs BLOB NOT NULL, tfs BLOB NOT NULL)",
+    " size INTEGER NOT NULL, docs BLOB NOT NULL, tfs BLOB NOT NULL, nexts BLOB)",
     "CREATE TABLE IF NOT EXISTS docs (doc INTEGER PRIMARY KEY, message_id TEXT NOT NULL UNIQUE,"
     " session INTEGER NOT NULL, seq INTEGER, role TEXT, created_at REAL, length INTEGER NOT NULL,"
     " text TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS docs_by_session ON docs (session, seq)",
+    "CREATE TABLE IF NOT EXISTS pending (first INTEGER PRIMARY KEY, upto INTEGER NOT NULL, terms TEXT NOT NULL,"
+    " counts BLOB NOT NULL, docs BLOB NOT NULL, tfs BLOB NOT NULL, nexts BLOB)",
     "CREATE TABLE IF NOT EXISTS chunks (chunk INTEGER PRIMARY KEY, lengths BLOB NOT NULL, sessions BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS sessions (idx INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, parent TEXT,"
     " title TEXT, started_at REAL, source TEXT)",
 )
+
+#: Columns added since the format began; a file without them gets them (empty: older rows have none).
+_ADDED_COLUMNS = (("blocks", "nexts"), ("pending", "nexts"))
 
 #: Counters in ``meta`` and their value in an empty index.
 COUNTERS = {
@@ -50,7 +59,7 @@ COUNTERS = {
     "total_length": 0,
     "terms": 0,
     "sessions": 0,
-    #: Messages below this number have their postings in ``blocks``; the rest are rebuilt in memory.
+    #: Messages below this number have their postings in ``blocks``; the rest in ``pending``.
     "merged_docs": 0,
     #: Bumped by every merge, so other processes drop their in-memory postings of the merged messages.
     "merges": 0,
@@ -83,9 +92,15 @@ def connect(path: Path, *, timeout: float, bulk: bool = False) -> sqlite3.Connec
             con.execute("PRAGMA journal_mode = WAL")
             con.execute("PRAGMA synchronous = NORMAL")
         con.execute("PRAGMA cache_size = -65536")
+        # Reads through a memory map: a search's scattered reads of blocks and texts cost a memory access
+        # each instead of a system call, and the pages are shared with every other process.
+        con.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         with transaction(con):
             for statement in _SCHEMA:
                 con.execute(statement)
+            for table, column in _ADDED_COLUMNS:
+                if column not in {row[1] for row in con.execute(f"PRAGMA table_info({table})")}:
+                    con.execute(f"ALTER TABLE {table} ADD COLUMN {column} BLOB")
             con.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", COUNTERS.items())
         version = read_meta(con)["format"]
     except sqlite3.DatabaseError as exc:
@@ -126,3 +141,17 @@ def block_key(term_id: int, block_id: int) -> int:
 def block_range(term_id: int) -> tuple[int, int]:
     """The first and last block key of a term."""
     return term_id << BLOCK_ID_BITS, (term_id << BLOCK_ID_BITS) | ((1 << BLOCK_ID_BITS) - 1)
+
+
+def append_chunks(con: sqlite3.Connection, first: int, lengths: np.ndarray, sessions: np.ndarray) -> None:
+    """Write the lengths and sessions of messages ``first, first+1, ...`` into their chunks."""
+    position = 0
+    while position < len(lengths):
+        chunk, offset = divmod(first + position, CHUNK_DOCS)
+        take = min(CHUNK_DOCS - offset, len(lengths) - position)
+        row = con.execute("SELECT lengths, sessions FROM chunks WHERE chunk = ?", (chunk,)).fetchone()
+        old_lengths, old_sessions = (row if row else (b"", b""))
+        con.execute("INSERT OR REPLACE INTO chunks (chunk, lengths, sessions) VALUES (?, ?, ?)",
+                    (chunk, old_lengths[:offset * 4] + lengths[position:position + take].astype("<u4").tobytes(),
+                     old_sessions[:offset * 4] + sessions[position:position + take].astype("<i4").tobytes()))
+        position += take

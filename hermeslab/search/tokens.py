@@ -19,13 +19,20 @@ Agent transcripts are half prose, half code, so one rule set serves both:
 Terms longer than ``MAX_TERM_CHARS`` are cut to that length on both sides, which
 keeps pasted hashes and base64 from bloating the index while still matching.
 Query text goes through the same functions, so both sides always agree.
+
+Phrases line up on *units* (``units``: words and single unsegmented
+characters); ``successors`` records which units follow which, for the phrase
+filter (``hermeslab.search.phrases``), and ``counts_of`` counts a few terms of
+a long text without tokenising all of it.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections import Counter
-from typing import Iterator
+from functools import lru_cache
+from typing import Iterable, Iterator
 
 MAX_TERM_CHARS = 64
 
@@ -60,14 +67,32 @@ def terms(text: str) -> list[str]:
     of C string code over the whole text rather than a Python step per word,
     which is what makes indexing a million messages affordable.
     """
+    return _terms(text)[0]
+
+
+def analysed(text: str) -> tuple[Counter[str], int, dict[str, int]]:
+    """Term frequencies, length (terms, repeats included) and ``successors(text)``: what indexing a message needs.
+
+    One tokenising pass serves both.
+    """
+    found, words = _terms(text)
+    # The words are the units when lower-casing moves no word boundary (certain for ASCII).
+    masks = _successor_masks(words) if text.isascii() else successors(text)
+    return Counter(found), len(found), masks
+
+
+def _terms(text: str) -> tuple[list[str], list[str]]:
+    """The terms, and the words in text order, lower-cased (for ASCII text, its units)."""
     mixed = _UNSEGMENTED_CHAR.search(text) is not None
     joined = "\n".join((_MIXED_TOKEN if mixed else _PLAIN_TOKEN).findall(text))
     out: list[str] = []
+    words_in_order: list[str] = []
     if joined:
         has_compounds = "." in joined or "-" in joined
         words = joined.replace(".", "\n").replace("-", "\n") if has_compounds else joined
         lowered = joined.lower()
         out = words.lower().split("\n")
+        words_in_order = out[:]
         if has_compounds:
             out.extend(_COMPOUND.findall(lowered))
         if lowered != joined or "_" in joined:
@@ -77,7 +102,7 @@ def terms(text: str) -> list[str]:
     if mixed:
         for run in _RUN.findall(text):
             out.extend(bigrams(run))
-    return out
+    return out, words_in_order
 
 
 def _identifier_parts(words: list[str]) -> list[str]:
@@ -92,10 +117,36 @@ def _identifier_parts(words: list[str]) -> list[str]:
     return out
 
 
-def term_counts(text: str) -> tuple[Counter[str], int]:
-    """Term frequencies and the document length (the number of terms, repeats included)."""
-    found = terms(text)
-    return Counter(found), len(found)
+def counts_of(text: str, wanted: Iterable[str]) -> Counter[str]:
+    """``Counter(terms(text))`` restricted to ``wanted``, tokenising only the lines that can hold one of them.
+
+    No term spans a line break, and every term of a line is a substring of the
+    line in lower case (up to the final form of sigma), so a line without any
+    wanted term as a substring contributes nothing. Scoring a long tool output
+    for two query words then reads it once in C instead of tokenising it whole.
+    """
+    wanted = frozenset(wanted)
+    folded = _fold(text)
+    if len(folded) != len(text):  # lower-casing changed the length: positions no longer line up
+        lines = [text]
+    else:
+        pattern, lines, position = _wanted_pattern(wanted), [], 0
+        while (found := pattern.search(folded, position)) is not None:
+            start = folded.rfind("\n", 0, found.start()) + 1
+            end = folded.find("\n", found.end())
+            end = len(folded) if end < 0 else end
+            lines.append(text[start:end])
+            position = end + 1
+    return Counter(term for term in terms("\n".join(lines)) if term in wanted) if lines else Counter()
+
+
+def _fold(text: str) -> str:
+    return text.lower().replace("\u03c2", "\u03c3")
+
+
+@lru_cache(maxsize=64)
+def _wanted_pattern(wanted: frozenset[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(_fold(term)) for term in sorted(wanted)) or "(?!)")
 
 
 def bigrams(run: str) -> list[str]:
@@ -105,6 +156,31 @@ def bigrams(run: str) -> list[str]:
 
 def is_unsegmented(char: str) -> bool:
     return _UNSEGMENTED_CHAR.fullmatch(char) is not None
+
+
+def successors(text: str) -> dict[str, int]:
+    """Each unit of ``text`` (lower-cased, as in ``unit_key``) → a 16-bit mask of the units that follow it.
+
+    The mask has ``successor_bit(v)`` for every unit ``v`` right after the
+    unit somewhere in the text (0 for a unit only ever last). A phrase ``u v``
+    occurs in a text only if ``v``'s bit is in ``u``'s mask, so the index
+    keeps the mask beside each posting and most candidates of a phrase are
+    turned away without reading their text.
+    """
+    return _successor_masks(_UNIT.findall(text.lower()))
+
+
+def _successor_masks(found: list[str]) -> dict[str, int]:
+    masks = dict.fromkeys(found, 0)
+    for unit, bit in zip(found, map(successor_bit, found[1:])):
+        masks[unit] |= bit
+    return masks
+
+
+@lru_cache(maxsize=1 << 16)
+def successor_bit(unit: str) -> int:
+    """One of 16 bits for ``unit``: a hash that stays the same across processes (``hash`` does not)."""
+    return 1 << (zlib.crc32(unit.encode("utf-8", "surrogatepass")) & 15)
 
 
 def units(text: str) -> Iterator[re.Match[str]]:
