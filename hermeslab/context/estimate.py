@@ -12,13 +12,12 @@ Two families, chosen by ``compression.estimator``:
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 from typing import Any, Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig, ConfigError
-from hermeslab.core.tokens import REPLY_PRIMING, default_counter
+from hermeslab.core.tokens import REPLY_PRIMING, bounded_put, default_counter
 
 MessageEstimate = Callable[[dict], int]
 ListEstimate = Callable[[Sequence[dict]], int]
@@ -116,7 +115,7 @@ class _ReprSizes:
         shadow, images = _without_images(message)
         chars = self._dict_length(shadow)
         with self._lock:
-            _put(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), len(message),
+            bounded_put(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), len(message),
                                            chars, images), self._max_entries)
         return chars, images
 
@@ -134,16 +133,8 @@ class _ReprSizes:
             return entry[1]
         size = len(repr(text))
         with self._lock:
-            _put(self._strings, id(text), (text, size), self._max_strings)
+            bounded_put(self._strings, id(text), (text, size), self._max_strings)
         return size
-
-
-def _put(cache: dict, key: Any, value: Any, limit: int) -> None:
-    """Insert, dropping the oldest tenth first when the cache is full (the caller holds the lock)."""
-    if key not in cache and len(cache) >= limit:
-        for old in list(itertools.islice(cache, max(1, limit // 10))):
-            del cache[old]
-    cache[key] = value
 
 
 _repr_sizes = _ReprSizes()

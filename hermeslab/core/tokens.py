@@ -135,9 +135,9 @@ class TokenCounter:
         if tokens is None:
             tokens = _count_message_uncached(message)
         with self._lock:
-            _bounded_put(self._cache, key, tokens, self._max_entries)
+            bounded_put(self._cache, key, tokens, self._max_entries)
             if remember:
-                _bounded_put(self._seen, id(message),
+                bounded_put(self._seen, id(message),
                              (message, message.get("content"), message.get("tool_calls"), tokens),
                              self._max_entries // 10)
         return tokens
@@ -164,7 +164,7 @@ class TokenCounter:
         return self.count_messages(messages) + self.count_tools(tools)
 
 
-def _bounded_put(cache: dict, key: Any, value: Any, limit: int) -> None:
+def bounded_put(cache: dict, key: Any, value: Any, limit: int) -> None:
     """Insert, dropping the oldest tenth first when the cache is full (the caller holds the lock)."""
     if key not in cache and len(cache) >= limit:
         for old in list(itertools.islice(cache, max(1, limit // 10))):
