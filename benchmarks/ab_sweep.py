@@ -45,9 +45,10 @@ import psutil
 
 from hermeslab.eval.ab import ReplayCell, run_ab
 from hermeslab.eval.executors import ProcessExecutor
-from hermeslab.eval.hermes_reference import HermesReference
-from hermeslab.eval.recording import Recording, read_recordings
+from hermeslab.eval.recording import read_recordings
 from hermeslab.eval.replay_compression import FixedSummariser
+from hermeslab.recordings import Recording
+from hermeslab.reference.client import HermesReference
 
 DEFAULT_FILES = ("mini_swe_agent_gemini3pro_swebv.jsonl", "tau2_bench_gpt41.jsonl", "tau_bench_airline_gpt4o.jsonl")
 DEFAULT_WINDOWS = (16_000, 32_000, 64_000)

@@ -36,13 +36,12 @@ from pathlib import Path
 from typing import Callable
 
 from hermeslab.context import CompressionState, apply_preset, compress, derive_budgets
-from hermeslab.context.estimate import rough_messages_tokens
 from hermeslab.context.summary import LLMSummariser
 from hermeslab.core.config import Config
-from hermeslab.core.tokens import default_counter
-from hermeslab.eval.hermes_reference import HermesReference
+from hermeslab.core.tokens import default_counter, rough_messages_tokens
 from hermeslab.eval.replay_compression import FixedSummariser
-from hermeslab.providers.base import ChatRequest, ChatResponse, Usage
+from hermeslab.reference.client import HermesReference
+from hermeslab.core.provider import ChatRequest, ChatResponse, Usage
 
 MINI_SWE = "mini_swe_agent_gemini3pro_swebv.jsonl"
 SYNTHETIC_WINDOW = 200_000

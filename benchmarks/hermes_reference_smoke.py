@@ -16,7 +16,8 @@ import statistics
 import time
 from pathlib import Path
 
-from hermeslab.eval.hermes_reference import HermesReference, ensure_hermes_venv, read_marker
+from hermeslab.reference.client import HermesReference
+from hermeslab.reference.venv import ensure_hermes_venv, read_marker
 
 MINI_SWE = "mini_swe_agent_gemini3pro_swebv.jsonl"
 TAU2 = "tau2_bench_gpt41.jsonl"

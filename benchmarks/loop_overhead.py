@@ -23,7 +23,7 @@ from hermeslab.core.config import Config
 from hermeslab.core.events import EventBus
 from hermeslab.core.tokens import TokenCounter, RunningCount
 from hermeslab.providers import OfflineModel
-from hermeslab.providers.base import ChatRequest, ChatResponse, StreamDelta
+from hermeslab.core.provider import ChatRequest, ChatResponse, StreamDelta
 from hermeslab.session import Session
 from hermeslab.store import StoreWriter
 from hermeslab.tools import builtin_registry

@@ -22,8 +22,8 @@ from pathlib import Path
 from hermeslab.context import apply_preset
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
-from hermeslab.eval.hermes_reference import HermesReference
 from hermeslab.eval.replay_compression import FixedSummariser, replay_recordings, sum_totals
+from hermeslab.reference.client import HermesReference
 
 DEFAULT_FILES = ("mini_swe_agent_gemini3pro_swebv.jsonl", "tau2_bench_gpt41.jsonl")
 

@@ -4,7 +4,7 @@ Each session is a scripted multi-turn chat with hermeslab's offline model and
 its real tools (read, list, search, write, terminal, todo) in a workspace made
 from a fixed commit of this repository, run by the real agent loop with
 compression at a small window and logged to a lab database. The recording is
-read back with ``hermeslab.eval.importers.import_lab`` (the full transcript
+read back with ``hermeslab.recordings.lab.import_lab`` (the full transcript
 across compressions) and written in the recorded-session format.
 
 Everything that varies between runs is taken out: session ids become
@@ -34,10 +34,11 @@ from pathlib import Path
 from hermeslab.context.presets import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import TokenCounter
-from hermeslab.eval.importers import import_lab
-from hermeslab.eval.recording import Recording, write_recordings
+from hermeslab.eval.recording import write_recordings
 from hermeslab.eval.replay_compression import FixedSummariser, replay_session
 from hermeslab.providers import OfflineModel
+from hermeslab.recordings import Recording
+from hermeslab.recordings.lab import import_lab
 from hermeslab.runtime import Runtime, load_config
 
 ROOT = Path(__file__).resolve().parents[1]

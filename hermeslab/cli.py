@@ -1,13 +1,28 @@
-"""The ``hermeslab`` command: demo, chat, serve, sessions, mcp-server, import, export, ab, replay."""
+"""The ``hermeslab`` command: demo, chat, serve, sessions, mcp-server, import, export, ab, replay.
+
+Each subcommand imports what it needs when it runs: the agent stack (DuckDB,
+pandas, the openai SDK) takes about a second to import, which ``--help`` and a
+``sessions`` that finds no lab should not wait for.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .core.config import Config, ConfigError
+if TYPE_CHECKING:
+    from .core.config import Config
+    from .eval.exam import ExamSettings
+
+DESCRIPTION = ("Run and inspect long-running agent sessions: a scripted demo, an interactive chat, the offline "
+               "model as an OpenAI-compatible server, the lab's logged sessions, and replays of recorded sessions "
+               "under different configs.")
+
+#: What the chat shows when it waits for the user's next message.
+CHAT_PROMPT = "you> "
+
 
 def _changelog(releases: int = 30) -> str:
     """A long file for the demo to read, so the context crosses the threshold and gets compressed."""
@@ -56,6 +71,7 @@ DEMO_SCRIPT = [
 
 
 def _load_config(path: str | None) -> Config:
+    from .core.config import ConfigError
     from .runtime import load_config
 
     try:
@@ -64,7 +80,22 @@ def _load_config(path: str | None) -> Config:
         raise SystemExit(f"hermeslab: {exc}") from None
 
 
+def _lab_path(args: argparse.Namespace, config: Config | None = None) -> Path:
+    """``--lab``, else the config's ``store.path``, else ``./.hermeslab/lab.duckdb``.
+
+    ``runtime.lab_path`` would import the store (DuckDB and pandas) only to name the default, which must stay
+    the same as ``store.default_lab_path()``. The config is read only when there is no ``--lab``.
+    """
+    if args.lab:
+        return Path(args.lab)
+    if config is None:
+        config = _load_config(args.config)
+    return Path(config.store.path) if config.store.path else Path.cwd() / ".hermeslab" / "lab.duckdb"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
     import pandas as pd
 
     from .console import ConsoleTranscript
@@ -122,12 +153,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     if args.workspace:
         config = config.with_overrides({"tools.workspace": args.workspace})
+    # Starting takes a second or two (imports, the local server): say so before it starts.
+    hosted = config.model.base_url or config.model.api_key
+    what = f"the agent for {config.model.name}" if hosted else "the offline model"
+    print(f"hermeslab chat · starting {what}…", flush=True)
     with Runtime(config, source="cli") as runtime:
         runtime.bus.subscribe(ConsoleTranscript(context_length=config.model.context_length))
         print(f"hermeslab chat · {config.model.name} · session {runtime.agent.session.id} · /quit to leave")
         while True:
             try:
-                text = input("you> ").strip()
+                text = input(CHAT_PROMPT).strip()
             except (EOFError, KeyboardInterrupt):
                 print()
                 break
@@ -166,15 +201,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from .runtime import lab_path
-    from .store import open as open_lab
-
-    path = Path(args.lab) if args.lab else lab_path(_load_config(args.config))
+    path = _lab_path(args)
     if not path.exists():
         print(f"no lab database at {path}")
         return 1
+    import pandas as pd
+
+    from .store import open as open_lab
+
     sessions = open_lab(path).sessions()
     columns = ["id", "parent_session_id", "source", "model", "started_at", "end_reason", "api_call_count",
                "input_tokens", "output_tokens", "message_count"]
@@ -186,19 +220,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def cmd_mcp_server(args: argparse.Namespace) -> int:
     from .mcp_server import serve
 
-    if args.lab:
-        path = Path(args.lab)  # without importing the agent stack: a client waits for this process to start
-    else:
-        from .runtime import lab_path
-
-        path = lab_path(_load_config(args.config))
-    serve(path, http_port=args.http, host=args.host)
+    serve(_lab_path(args), http_port=args.http, host=args.host)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .eval.importers import builtin_tool_schemas, import_hermes_state, import_lab, import_openai_jsonl
-    from .eval.recording import RecordingProblem, RecordingsFile, write_recordings
+    from .eval.importers import import_hermes_state, import_openai_jsonl
+    from .eval.recording import RecordingsFile, write_recordings
+    from .recordings import RecordingProblem
+    from .recordings.lab import builtin_tool_schemas, import_lab
 
     source = Path(args.path)
     out = Path(args.out) if args.out else Path(f"{source.stem}.recordings.jsonl")
@@ -228,15 +258,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .eval.importers import builtin_tool_schemas, import_lab
-    from .eval.recording import recording_line
-    from .runtime import lab_path
-
     config = _load_config(args.config)
-    path = Path(args.lab) if args.lab else lab_path(config)
+    path = _lab_path(args, config)
     if not path.exists():
         print(f"no lab database at {path}")
         return 1
+    from .recordings import recording_line
+    from .recordings.lab import builtin_tool_schemas, import_lab
+
     try:
         recording = import_lab(path, args.session_id)
         recording.tools = builtin_tool_schemas(config, recording.messages)
@@ -346,7 +375,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _exam_settings(cache: str | None, configs: list):
+def _exam_settings(cache: str | None, configs: list[Config]) -> ExamSettings | None:
     """The recall exam's settings when ``--exam`` was given (every config must name an endpoint), else None."""
     from .eval.exam import DEFAULT_CACHE_PATH, ExamSettings, require_endpoint
 
@@ -375,8 +404,8 @@ def _add_exam_option(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hermeslab", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="hermeslab", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="a scripted multi-turn session with the offline model, logged and plotted")
     demo.add_argument("--config", help="YAML config (Hermes key names)")
@@ -388,13 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     chat = sub.add_parser("chat", help="interactive chat in the terminal")
-    chat.add_argument("--config")
-    chat.add_argument("--workspace")
+    chat.add_argument("--config", help="YAML config (Hermes key names; compression.preset applies first)")
+    chat.add_argument("--workspace", help="folder the file and terminal tools are confined to "
+                                          "(default: tools.workspace of the config, else the current folder)")
     chat.set_defaults(func=cmd_chat)
 
     serve = sub.add_parser("serve", help="serve the offline model as an OpenAI-compatible endpoint")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
     serve.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between streamed chunks")
     serve.add_argument("--faults", metavar="FILE",
                        help="YAML or JSON fault schedule: fail chosen calls the way real providers fail "
@@ -402,12 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     sessions = sub.add_parser("sessions", help="list logged sessions")
-    sessions.add_argument("--config")
-    sessions.add_argument("--lab")
+    sessions.add_argument("--config", help="YAML config whose store.path is the lab database")
+    sessions.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
     sessions.set_defaults(func=cmd_sessions)
 
     mcp_server = sub.add_parser("mcp-server", help="serve the lab's log read-only as MCP tools (stdio by default)")
-    mcp_server.add_argument("--config")
+    mcp_server.add_argument("--config", help="YAML config whose store.path is the lab database")
     mcp_server.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
     mcp_server.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP at http://HOST:PORT/mcp")
     mcp_server.add_argument("--host", default="127.0.0.1", help="address for --http (default 127.0.0.1)")
@@ -417,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Write recorded sessions (the shared datasets' JSONL format) from "
                                           "an OpenAI chat JSONL file, a Hermes state.db or a hermeslab lab. "
                                           "Bad lines and sessions are listed and left out.")
-    importer.add_argument("kind", choices=("openai", "hermes-state", "lab"))
+    importer.add_argument("kind", choices=("openai", "hermes-state", "lab"),
+                          help="what PATH is: an OpenAI chat JSONL file, a Hermes state.db or a hermeslab lab")
     importer.add_argument("path", help="the file to read (JSONL, state.db or lab.duckdb)")
     importer.add_argument("--out", help="JSONL file to write (default: <name>.recordings.jsonl here)")
     importer.add_argument("--session", help="lab: the session to import (required); hermes-state: only its "
@@ -426,10 +457,11 @@ def build_parser() -> argparse.ArgumentParser:
     importer.set_defaults(func=cmd_import)
 
     export = sub.add_parser("export", help="a logged session (its whole compression lineage) as JSONL or Markdown")
-    export.add_argument("session_id")
+    export.add_argument("session_id", help="any session of the conversation (its compression lineage is followed)")
     export.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
     export.add_argument("--config", help="YAML config: where the lab is, and which built-in tool schemas to attach")
-    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
+    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl",
+                        help="jsonl: one recorded-session line (default); md: a Markdown transcript")
     export.add_argument("--out", help="file to write (default: standard output)")
     export.set_defaults(func=cmd_export)
 
@@ -443,7 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(seed, hermes-0.19), key=value overrides of the seed preset, or a base and overrides "
                          "joined by commas, e.g. hermes-0.19,model.context_length=16000")
     ab.add_argument("--out", help="DuckDB results file; a rerun skips the cells it already holds")
-    ab.add_argument("--executor", choices=("processes", "dask", "serial"), default="processes")
+    ab.add_argument("--executor", choices=("processes", "dask", "serial"), default="processes",
+                    help="where the cells run: a pool of worker processes (default), a local Dask cluster, "
+                         "or one by one in this process")
     ab.add_argument("--workers", type=int, help="worker processes (default: one per CPU)")
     ab.add_argument("--limit", type=int, metavar="N", help="only the first N sessions of each file")
     ab.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all)")

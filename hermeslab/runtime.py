@@ -10,30 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent
-from .compaction import Compactor
-from .context.extractive import ExtractiveSummariser
-from .context.presets import apply_preset
-from .context.summary import LLMSummariser
-from .context.types import Summariser
 from .core.config import Config, ConfigError
-from .core.events import EventBus
-from .memory.manager import Memory
-from .memory.recall import LabRecall
-from .providers import OpenAICompatProvider, ProviderHandle, open_provider
-from .recovery import ProviderSlot
-from .search.labsync import LabSearch
-from .session import Session
-from .store import StoreWriter, default_lab_path
-from .tools import builtin_registry
-from .tools.session_search import session_search_tool
-from .tools.todo import TodoStore
 
+# The agent stack (DuckDB, pandas, the openai SDK, ...) is imported by the functions that use it, so that
+# the CLI can call load_config() without paying for it.
 if TYPE_CHECKING:
-    from .tools.mcp import MCPManager
+    from .context.types import Summariser
+    from .core.events import EventBus
+    from .memory.manager import Memory
+    from .providers import ProviderHandle
+    from .recovery import ProviderSlot
+    from .search.labsync import LabSearch
+    from .session import Session
+    from .store import StoreWriter
+    from .tools.mcp.manager import MCPManager
 
 
 def lab_path(config: Config) -> Path:
+    from .store import default_lab_path
+
     return Path(config.store.path) if config.store.path else default_lab_path()
 
 
@@ -42,6 +37,16 @@ class Runtime:
 
     def __init__(self, config: Config | None = None, *, source: str = "cli", bus: EventBus | None = None,
                  session: Session | None = None):
+        from .agent import Agent
+        from .context.compactor import Compactor
+        from .core.events import EventBus
+        from .providers import open_provider
+        from .search.labsync import LabSearch
+        from .store import StoreWriter
+        from .tools import builtin_registry
+        from .tools.session_search import session_search_tool
+        from .tools.todo import TodoStore
+
         self.config = config or Config()
         self.bus = bus or EventBus()
         self.writer: StoreWriter | None = None
@@ -59,7 +64,7 @@ class Runtime:
         if self.config.compression.enabled:
             hook = self.memory.pre_compress if self.memory is not None and self.memory.provider is not None else None
             compactor = Compactor(self.config, make_summariser(self.config, self.provider_handle.provider),
-                                  todos=self.todos, pre_compress=hook)
+                                  todos=self.todos.format_for_injection, pre_compress=hook)
         self.fallbacks = fallback_slots(self.config)
         self.agent = Agent(self.provider_handle.provider, config=self.config, tools=self.tools, bus=self.bus,
                            session=session, source=source, compactor=compactor, fallbacks=self.fallbacks,
@@ -73,7 +78,7 @@ class Runtime:
         #: The connected MCP servers (None without ``mcp_servers``); their tools are in ``self.tools``.
         self.mcp: MCPManager | None = None
         if self.config.mcp_servers:
-            from .tools.mcp import MCPManager
+            from .tools.mcp.manager import MCPManager
 
             self.mcp = MCPManager(self.config.mcp_servers, bus=self.bus, session_id=lambda: self.agent.session.id)
             self.mcp.start(self.tools)
@@ -131,15 +136,22 @@ def memory_folder(config: Config) -> Path:
 
 def build_memory(config: Config) -> Memory | None:
     """Memory for the configured folders and provider; None when memory files and skills are all off."""
+    from .agent import Agent
+    from .memory.manager import Memory
+    from .memory.recall import LabRecall
+
     memory = config.memory
     if not (memory.memory_enabled or memory.user_profile_enabled or config.skills.enabled):
         return None
     provider = LabRecall(lab_path(config)) if memory.provider == "lab" else None
-    return Memory(config, memory_folder(config), skills_folder=config.skills.path, provider=provider)
+    return Memory(config, memory_folder(config), skills_folder=config.skills.path, provider=provider, make_agent=Agent)
 
 
 def fallback_slots(config: Config) -> list[ProviderSlot]:
     """Clients for ``recovery.fallback_providers``, in order, for the agent's recovery chain."""
+    from .providers import OpenAICompatProvider
+    from .recovery import ProviderSlot
+
     return [ProviderSlot(OpenAICompatProvider(entry["base_url"], entry["api_key"], entry["model"],
                                               timeout=config.model.timeout, name=f"fallback-{index + 1}"),
                          entry["model"])
@@ -148,6 +160,9 @@ def fallback_slots(config: Config) -> list[ProviderSlot]:
 
 def make_summariser(config: Config, provider: Any) -> Summariser:
     """The LLM summariser with the extractive one as its failure fallback, or the extractive one alone."""
+    from .context.extractive import ExtractiveSummariser
+    from .context.summary import LLMSummariser
+
     extractive = ExtractiveSummariser()
     if config.compression.summariser == "extractive":
         return extractive
@@ -158,6 +173,8 @@ def make_summariser(config: Config, provider: Any) -> Summariser:
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
     """A Config from YAML where ``compression.preset`` supplies the defaults the file does not set."""
     import yaml
+
+    from .context.presets import apply_preset
 
     data: dict[str, Any] = {}
     if path is not None:

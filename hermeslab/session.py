@@ -1,18 +1,31 @@
-"""Sessions: ids, the frozen system prompt, and the message history with its tree.
+"""Sessions: ids, the frozen system prompt, the message history with its tree, and the moves between them.
 
 A session is one stretch of conversation logged under one id. Its history is
 the list of chat messages sent to the model (system prompt first); every
 message also gets a stable id and a parent id so a turn reads as a tree in the
 log: user → assistant → the assistant's tool results → the next assistant.
+
+A conversation moves between sessions: /new starts an empty one, /branch and a
+compression in rotation mode continue in a child (the parent chain and the
+"Title (2)" numbering), /resume picks up a logged one, and in-place
+compression rewrites the history of the current one. ``SessionManager`` makes
+each move and logs it through the events it is given to emit.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
+
+from .core.events import CompressionEvent, Event, MessageAdded, SessionEnded, SessionStarted
+from .core.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from .context.compactor import Compaction
 
 
 def new_session_id(now: float | None = None) -> str:
@@ -84,3 +97,146 @@ class Session:
         message_id = self.message_id(seq)
         self.message_ids.append(message_id)
         return message_id, seq
+
+
+def next_title(title: str | None, fallback: str) -> str:
+    """``Title`` → ``Title (2)`` → ``Title (3)``: the name of a continuation session."""
+    base = (title or fallback).strip() or "session"
+    match = re.fullmatch(r"(.*) \((\d+)\)", base)
+    if match:
+        return f"{match.group(1)} ({int(match.group(2)) + 1})"
+    return f"{base} (2)"
+
+
+def title_from(text: str | None, limit: int = 60) -> str:
+    words = " ".join((text or "").split())
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+
+
+def first_user_text(session: Session) -> str:
+    return next((m.get("content") for m in session.messages
+                 if m.get("role") == "user" and isinstance(m.get("content"), str)), "") or ""
+
+
+#: Publishes one event of a type with the given fields, stamped with the current session (the agent's emit).
+Emit = Callable[..., None]
+#: Told that the conversation moved from the session with the first id to the given session.
+OnSwitch = Callable[[str, Session], None]
+
+
+class SessionManager:
+    """The conversation's current session and every move to another, each logged as it happens."""
+
+    def __init__(self, session: Session, *, emit: Emit, wants: Callable[[type[Event]], bool],
+                 counter: TokenCounter, started_fields: Callable[[], dict[str, Any]],
+                 fresh_prompt: Callable[[str], str] = lambda prompt: prompt, on_switch: OnSwitch | None = None):
+        self.session = session
+        self._emit = emit
+        self._wants = wants
+        self._counter = counter
+        #: Model, window and config hash for SessionStarted (they can change between sessions).
+        self._started_fields = started_fields
+        self._fresh_prompt = fresh_prompt
+        self._on_switch = on_switch
+
+    def start(self) -> None:
+        """Log the session's start (once) and the history it starts with."""
+        s = self.session
+        if s.started:
+            return
+        s.started = True
+        self._emit(SessionStarted, parent_session_id=s.parent_session_id, source=s.source, title=s.title,
+                   system_prompt=s.system_prompt, reason=s.reason, **self._started_fields())
+        self._announce(range(s.logged, len(s.messages)))
+
+    def close(self, reason: str) -> None:
+        if self.session.started:
+            self._emit(SessionEnded, end_reason=reason)
+            self.session.started = False
+
+    def add(self, message: dict[str, Any], parent_id: str | None) -> str:
+        """Append a message to the history and log it; returns its id."""
+        message_id, seq = self.session.append(message)
+        if self._wants(MessageAdded):  # counting the message is for the log only
+            self._emit(MessageAdded, message_id=message_id, parent_id=parent_id, seq=seq, message=message,
+                       tokens=self._counter.count_message(message))
+        return message_id
+
+    # ------------------------------------------------------------ moves
+
+    def new(self) -> str:
+        """/new: end this conversation and start an empty one, with the memory read afresh into its prompt."""
+        old = self.session
+        self.close("new_session")
+        self.session = Session(system_prompt=self._fresh_prompt(old.system_prompt), source=old.source)
+        self._switched(old.id)
+        return self.session.id
+
+    def continuation(self, messages: list[dict[str, Any]], reason: str) -> Session:
+        """A child of the current session holding ``messages`` (``branch`` or ``compression``); not yet current."""
+        parent = self.session
+        return Session.with_history(
+            messages, parent_session_id=parent.id, reason=reason, source=parent.source, turns=parent.turns,
+            title=next_title(parent.title, title_from(first_user_text(parent))))
+
+    def switch(self, child: Session, end_reason: str) -> None:
+        """End the current session with ``end_reason`` and continue in ``child``."""
+        old = self.session.id
+        self.close(end_reason)
+        self.session = child
+        self.start()
+        self._switched(old)
+
+    def branch(self) -> str:
+        """/branch: continue in a child with the same history; the parent stays as it was."""
+        self.start()
+        self.switch(self.continuation(list(self.session.messages), "branch"), "branched")
+        return self.session.id
+
+    def resume(self, session_id: str, messages: list[dict[str, Any]], *, next_seq: int, turns: int = 0) -> None:
+        """/resume: continue a logged session from its stored history (already in the log)."""
+        self.switch(Session.with_history(messages, id=session_id, reason="resume", source=self.session.source,
+                                         next_seq=next_seq, logged=len(messages), turns=turns), "resumed_other")
+
+    def apply(self, compaction: Compaction, *, strategy: str, in_place: bool) -> str:
+        """Log one compression and apply it: a child session (rotation) or a rewritten history (in place).
+
+        Returns the mode: ``rotation``, ``in_place``, or ``none`` for an attempt that changed nothing.
+        """
+        result = compaction.result
+        mode = ("in_place" if in_place else "rotation") if compaction.changed else "none"
+        child = self.continuation(compaction.messages, "compression") if mode == "rotation" else None
+        plan, summary = getattr(result, "plan", None), result.summary_text or ""
+        self._emit(CompressionEvent, trigger=compaction.trigger, strategy=strategy,
+                   tokens_before=result.tokens_before, tokens_after=result.tokens_after,
+                   messages_before=len(self.session.messages), messages_after=len(compaction.messages),
+                   compress_start=plan.boundary.start if plan else None,
+                   compress_end=plan.boundary.end if plan else None,
+                   summary_tokens=self._counter.count_message({"role": "user", "content": summary}) if summary else 0,
+                   duration_ms=compaction.duration_ms, effective=not compaction.verdict.get("ineffective", False),
+                   fallback_used=result.fallback_used, mode=mode, new_session_id=child.id if child else None,
+                   archived_before_seq=self.session.next_seq if mode == "in_place" else None,
+                   details={**(getattr(result, "record", {}) or {}), "verdict": compaction.verdict,
+                            "window": compaction.window})
+        if child is not None:
+            self.switch(child, "compression")
+        elif mode == "in_place":
+            self.session.replace_history(compaction.messages)
+            self._announce(range(len(self.session.messages)))
+        return mode
+
+    def _switched(self, old_id: str) -> None:
+        if self._on_switch is not None:
+            self._on_switch(old_id, self.session)
+
+    def _announce(self, indices: range) -> None:
+        """Log history messages that entered the session other than through a turn (a new or rewritten history)."""
+        if not self._wants(MessageAdded):
+            return
+        s = self.session
+        parent = None
+        for index in indices:
+            message, message_id = s.messages[index], s.message_ids[index]
+            self._emit(MessageAdded, message_id=message_id, parent_id=parent, seq=s.seq_of(index), message=message,
+                       tokens=self._counter.count_message(message))
+            parent = message_id if message.get("role") != "tool" else parent

@@ -6,7 +6,7 @@ import threading
 from typing import Any, Iterator
 
 from hermeslab.core.tokens import count_text, default_counter
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 
 
 def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -32,7 +32,8 @@ def dataset(name: str) -> Path:
 
 def hermes_venv() -> Path:
     """The reference Hermes virtualenv (created once), or a skip (a failure under CI)."""
-    from hermeslab.eval.hermes_reference import HermesReferenceError, ensure_hermes_venv
+    from hermeslab.reference.errors import HermesReferenceError
+    from hermeslab.reference.venv import ensure_hermes_venv
 
     try:
         return ensure_hermes_venv()

@@ -6,7 +6,7 @@ from hermeslab.agent import Agent
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, EventBus, MessageAdded, ToolCallFinished, TurnFinished
 from hermeslab.core.messages import validate_messages
-from hermeslab.providers.base import ProviderError
+from hermeslab.core.provider import ProviderError
 from hermeslab.tools import builtin_registry
 from hermeslab.tools.registry import Tool, ToolRegistry
 

@@ -3,7 +3,8 @@
 import pytest
 
 from hermeslab.agent import Agent
-from hermeslab.compaction import Compactor, next_title
+from hermeslab.context.compactor import Compactor
+from hermeslab.session import next_title
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.presets import apply_preset
 from hermeslab.context.types import is_summary_message
@@ -11,7 +12,7 @@ from hermeslab.core.config import Config
 from hermeslab.core.events import CompressionEvent, EventBus, Notice, SessionEnded, SessionStarted
 from hermeslab.core.messages import validate_messages
 from hermeslab.core.tokens import default_counter
-from hermeslab.providers.base import ProviderError
+from hermeslab.core.provider import ProviderError
 from hermeslab.recovery import classify
 from hermeslab.runtime import Runtime
 from hermeslab.store import open as open_lab
@@ -35,7 +36,7 @@ def chatty_agent(tmp_path, replies, **overrides):
     events = []
     bus.subscribe(events.append)
     todos = TodoStore()
-    compactor = Compactor(config, ExtractiveSummariser(), todos=todos)
+    compactor = Compactor(config, ExtractiveSummariser(), todos=todos.format_for_injection)
     provider = ScriptedProvider(replies)
     agent = Agent(provider, config=config, tools=builtin_registry(config.tools, todo_store=todos), bus=bus,
                   compactor=compactor, sleep=lambda s: None)
@@ -226,7 +227,7 @@ def test_open_todos_never_split_a_call_from_its_result():
 
     todos = TodoStore()
     todos.add(["ship the fix"])
-    compactor = Compactor(Config(), ExtractiveSummariser(), todos=todos)
+    compactor = Compactor(Config(), ExtractiveSummariser(), todos=todos.format_for_injection)
     call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
     summary = merge_summary({"role": "assistant", "content": "", "tool_calls": [call]}, summary_text("Earlier work."))
     messages = [{"role": "system", "content": "You help."}, summary,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from hermeslab.core.config import Config
+from hermeslab.core.tokens import rough_message_tokens, rough_messages_tokens
 from hermeslab.context.assemble import split_summary
 from hermeslab.context.boundary import choose_boundary, min_tail_messages
 from hermeslab.context.budget import Budgets, derive_budgets
-from hermeslab.context.estimate import rough_message_tokens, rough_messages_tokens
 from hermeslab.context.pipeline import CompressionState, plan_compression
 from hermeslab.context.presets import apply_preset
 from hermeslab.context.turns import is_real_user_message, last_real_user_index

@@ -6,10 +6,15 @@ import json
 
 from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of, validate_messages
-from hermeslab.core.tokens import TokenCounter
+from hermeslab.core.tokens import (
+    RememberedSizes,
+    TokenCounter,
+    list_estimator,
+    message_estimator,
+    summed_list_estimator,
+)
 from hermeslab.context.assemble import split_summary
 from hermeslab.context.budget import derive_budgets
-from hermeslab.context.estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
 from hermeslab.context.pipeline import ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress
 from hermeslab.context.presets import apply_preset
 from hermeslab.context.types import SUMMARY_END_MARKER, SUMMARY_PREFIX, SummaryOutcome, is_summary_message

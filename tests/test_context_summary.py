@@ -24,7 +24,7 @@ from hermeslab.context.template import (
     replace_section,
 )
 from hermeslab.context.types import Summariser, SummaryRequest
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError, Usage
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, Usage
 
 ASK = "Please migrate the billing tables to schema v2 and keep the audit log."
 KEY = "sk-proj-" + "R4nd0mK3yM4t3r14l" * 2

@@ -2,8 +2,9 @@ from hermeslab.core.tokens import (
     TokenCounter,
     UsageCalibration,
     count_text,
-    rough_request_tokens,
+    rough_reply_tokens,
     rough_tokens,
+    rough_tool_schema_tokens,
 )
 
 
@@ -31,11 +32,16 @@ def test_tool_calls_and_images_are_counted():
     assert image >= 765
 
 
-def test_rough_estimator_includes_tool_schemas_and_system_prompt():
+def test_rough_tool_schemas_count_names_descriptions_and_compact_parameters():
     tools = [{"type": "function", "function": {"name": "read_file", "description": "x" * 400, "parameters": {}}}]
-    messages = [{"role": "user", "content": "y" * 400}]
-    assert rough_request_tokens(messages) == 100
-    assert rough_request_tokens(messages, "z" * 40, tools) == 100 + 10 + rough_tokens("read_file" + "x" * 400 + "{}")
+    assert rough_tool_schema_tokens(tools) == rough_tokens("read_file" + "x" * 400 + "{}")
+    assert rough_tool_schema_tokens(None) == 0
+
+
+def test_a_rough_reply_costs_its_text_and_its_calls_over_four():
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}
+    reply = {"role": "assistant", "content": "y" * 400, "tool_calls": [call]}
+    assert rough_reply_tokens(reply) == rough_tokens("y" * 400 + "read_file" + '{"path": "a"}')
 
 
 def test_calibration_learns_the_ratio():

@@ -10,8 +10,9 @@ import pytest
 
 from hermeslab.context.presets import apply_preset
 from hermeslab.core.config import Config
-from hermeslab.eval.recording import load_recordings, recording_line
+from hermeslab.eval.recording import load_recordings
 from hermeslab.eval.replay_compression import FixedSummariser, replay_session
+from hermeslab.recordings import recording_line
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 FILE = DATASETS / "hermeslab_offline_sessions.jsonl"

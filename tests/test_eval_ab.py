@@ -27,7 +27,7 @@ from hermeslab.eval.ab import (
     resolve_config,
     run_ab,
 )
-from hermeslab.eval.recording import Recording
+from hermeslab.recordings import Recording
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.eval.results import ResultsFile, read_results
 from hermeslab.eval.stats import paired_compare

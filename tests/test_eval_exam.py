@@ -28,10 +28,10 @@ from hermeslab.eval.exam import (
     render,
 )
 from hermeslab.eval.metrics import measure, removed_messages
-from hermeslab.eval.recording import Recording
+from hermeslab.recordings import Recording
 from hermeslab.eval.replay import replay
 from hermeslab.providers import LocalServer, OpenAICompatProvider
-from hermeslab.providers.base import (
+from hermeslab.core.provider import (
     ChatRequest,
     ChatResponse,
     ProviderError,

@@ -21,7 +21,7 @@ from hermeslab.eval.executors import (
     make_executor,
     plan_chunks,
 )
-from hermeslab.eval.recording import Recording
+from hermeslab.recordings import Recording
 
 CONFIGS = {"small": "hermes-0.19,model.context_length=8000", "large": "seed,model.context_length=32000"}
 

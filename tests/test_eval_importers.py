@@ -11,17 +11,13 @@ from pathlib import Path
 import pytest
 
 from hermeslab.cli import DEMO_FILES, DEMO_SCRIPT, main
-from hermeslab.eval.hermes_reference import WORKER_SCRIPT, venv_python
-from hermeslab.eval.importers import (
-    builtin_tool_schemas,
-    hermes_chains,
-    import_hermes_state,
-    import_lab,
-    import_openai_jsonl,
-    lab_chain,
-)
-from hermeslab.eval.recording import load_recordings, read_recordings, validate_recording
+from hermeslab.eval.importers import hermes_chains, import_hermes_state, import_openai_jsonl
+from hermeslab.eval.recording import load_recordings, read_recordings
 from hermeslab.providers import OfflineModel
+from hermeslab.recordings import validate_recording
+from hermeslab.recordings.lab import builtin_tool_schemas, import_lab, lab_chain
+from hermeslab.reference.client import WORKER_DIR
+from hermeslab.reference.venv import venv_python
 from hermeslab.runtime import Runtime, load_config
 from hermeslab.store import open as open_lab
 from tests.shared_data import hermes_venv
@@ -259,7 +255,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from hermes_state import SessionDB
-from hermes_worker import ReferenceEngine
+from reference_engine import ReferenceEngine
 from tools.todo_tool import TodoStore
 from agent.conversation_compression import _ensure_compressed_has_user_turn
 
@@ -380,7 +376,7 @@ def hermes_db(tmp_path_factory) -> Path:
     db = home / "state.db"
     env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
     env["HERMES_HOME"] = str(home)
-    result = subprocess.run([str(python), "-I", str(home / "driver.py"), str(WORKER_SCRIPT.parent)],
+    result = subprocess.run([str(python), "-I", str(home / "driver.py"), str(WORKER_DIR)],
                             input=json.dumps({"db": str(db), "ops": _hermes_plan()}), capture_output=True,
                             text=True, env=env, cwd=home, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]

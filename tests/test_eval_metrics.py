@@ -23,7 +23,7 @@ from hermeslab.eval.metrics import (
     word_set,
 )
 from hermeslab.eval.prices import DEFAULT_PRICES, Price, model_key, price_for
-from hermeslab.eval.recording import Recording
+from hermeslab.recordings import Recording
 from hermeslab.eval.replay import CompressionRecord, ReplayRun, SummaryRecord, replay
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.providers.replay import ServedCall

@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hermeslab.eval.recording import (
-    Recording,
-    RecordingError,
-    RecordingProblem,
-    load_recordings,
-    read_recordings,
-    recording_line,
-    validate_recording,
-    write_recordings,
-)
+from hermeslab.eval.recording import load_recordings, read_recordings, write_recordings
+from hermeslab.recordings import Recording, RecordingError, RecordingProblem, recording_line, validate_recording
 from tests.shared_data import dataset
 
 

@@ -15,7 +15,7 @@ from hermeslab.context import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, EventBus, MessageAdded, SessionStarted, ToolCallFinished
 from hermeslab.eval.metrics import measure
-from hermeslab.eval.recording import Recording, RecordingError
+from hermeslab.recordings import Recording, RecordingError
 from hermeslab.eval.replay import plan_replay, replay
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.providers import LocalServer, OfflineModel

@@ -7,7 +7,7 @@ import pytest
 from hermeslab.context.policy import parse_context_limit
 from hermeslab.core.messages import has_surrogates, parse_tool_arguments
 from hermeslab.providers import OfflineModel, OpenAICompatProvider
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError
 from hermeslab.providers.faults import THOUGHT, FaultSchedule, Injection, serve_with_faults
 from hermeslab.recovery import classify
 

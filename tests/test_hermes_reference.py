@@ -18,14 +18,9 @@ import pytest
 from shared_data import DATASETS, dataset
 from shared_data import hermes_venv as shared_hermes_venv
 
-from hermeslab.eval.hermes_reference import (
-    WORKER_SCRIPT,
-    HermesInputError,
-    HermesReference,
-    HermesReferenceError,
-    ensure_hermes_venv,
-    venv_python,
-)
+from hermeslab.reference.client import WORKER_DIR, HermesReference
+from hermeslab.reference.errors import HermesInputError, HermesReferenceError
+from hermeslab.reference.venv import ensure_hermes_venv, venv_python
 
 pytestmark = pytest.mark.slow
 
@@ -287,7 +282,7 @@ def worker_environment(home: Path) -> dict:
 def test_worker_answers_malformed_lines_and_continues(hermes_venv, tmp_path):
     lines = ["garbage{", "[1, 2]", json.dumps({"id": 7, "op": "ping"}), ""]
     completed = subprocess.run(
-        [str(venv_python(hermes_venv)), "-I", str(WORKER_SCRIPT)],
+        [str(venv_python(hermes_venv)), "-I", str(WORKER_DIR)],
         input="\n".join(lines), capture_output=True, text=True, env=worker_environment(tmp_path), timeout=60,
     )
     replies = [json.loads(line) for line in completed.stdout.splitlines()]
@@ -302,7 +297,7 @@ def test_worker_refuses_to_run_next_to_provider_keys(hermes_venv, tmp_path):
     env = worker_environment(tmp_path)
     env["EXAMPLE_API_KEY"] = "sk-not-a-real-key"
     completed = subprocess.run(
-        [str(venv_python(hermes_venv)), "-I", str(WORKER_SCRIPT)],
+        [str(venv_python(hermes_venv)), "-I", str(WORKER_DIR)],
         input="", capture_output=True, text=True, env=env, timeout=60,
     )
     assert completed.returncode != 0

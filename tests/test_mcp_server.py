@@ -28,7 +28,7 @@ from hermeslab.core.events import (
 from hermeslab.mcp_server import build_server, lineage
 from hermeslab.store import StoreWriter
 from hermeslab.tools import ToolRegistry
-from hermeslab.tools.mcp import MCPManager
+from hermeslab.tools.mcp.manager import MCPManager
 
 TOOLS = ["list_sessions", "session_messages", "turn_usage", "compressions", "recoveries"]
 

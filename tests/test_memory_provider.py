@@ -3,7 +3,7 @@
 import time
 
 from hermeslab.agent import Agent
-from hermeslab.compaction import Compactor
+from hermeslab.context.compactor import Compactor
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
 from hermeslab.core.events import CompressionEvent, EventBus, Notice

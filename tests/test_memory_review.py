@@ -11,7 +11,7 @@ from hermeslab.core.events import EventBus, MemoryUpdated, MessageAdded, Notice,
 from hermeslab.memory.manager import Memory
 from hermeslab.memory.nudges import NudgeCounters, ReviewDue
 from hermeslab.memory.review import REVIEW_MARKER, review_prompt
-from hermeslab.providers.base import ProviderError
+from hermeslab.core.provider import ProviderError
 from hermeslab.providers.offline import OfflineModel
 from hermeslab.runtime import Runtime
 from hermeslab.store import open as open_lab
@@ -85,7 +85,7 @@ class Counting:
 def agent_with_memory(tmp_path, provider, **overrides):
     config = Config().with_overrides({"memory.nudge_interval": 3, "skills.creation_nudge_interval": 0,
                                       "tools.workspace": str(tmp_path), **overrides})
-    memory = Memory(config, tmp_path)
+    memory = Memory(config, tmp_path, make_agent=Agent)
     bus = EventBus()
     events = []
     bus.subscribe(events.append)

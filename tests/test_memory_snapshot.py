@@ -3,7 +3,7 @@
 import pytest
 
 from hermeslab.agent import Agent
-from hermeslab.compaction import Compactor
+from hermeslab.context.compactor import Compactor
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.types import is_summary_message
 from hermeslab.core.config import Config
@@ -54,7 +54,7 @@ def make_agent(tmp_path, *, in_place=False, provider=None, **overrides):
     todos = TodoStore()
     bus = EventBus()
     agent = Agent(provider or OfflineModel(), config=config, tools=ToolRegistry([*memory.tools(), todo_tool(todos)]),
-                  bus=bus, memory=memory, compactor=Compactor(config, ExtractiveSummariser(), todos=todos))
+                  bus=bus, memory=memory, compactor=Compactor(config, ExtractiveSummariser(), todos=todos.format_for_injection))
     return agent, memory, todos
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from hermeslab.memory.files import MemoryFiles
+from hermeslab.memory.tools import memory_tool
 from hermeslab.tools import ToolRegistry, execute_tool_calls
-from hermeslab.tools.memory_tool import memory_tool
 
 
 def call(registry, **arguments):

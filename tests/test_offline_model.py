@@ -9,7 +9,7 @@ import pytest
 
 from hermeslab.core.config import TerminalConfig, ToolsConfig
 from hermeslab.core.tokens import count_text, default_counter
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError, StreamDelta
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta
 from hermeslab.providers.offline import MODEL_NAME, OfflineModel, parse_intents
 
 

@@ -27,9 +27,7 @@ from hermeslab.context import (
     plan_compression,
 )
 from hermeslab.core.config import Config
-from hermeslab.eval.hermes_reference import (
-    HermesReference,
-)
+from hermeslab.reference.client import HermesReference
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 
 from hermeslab.core.config import Config
 from hermeslab.providers import ProviderHandle, open_provider
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 from hermeslab.providers.offline import MODEL_NAME, OfflineModel
 from hermeslab.providers.openai_compat import (
     OpenAICompatProvider,

@@ -19,9 +19,6 @@ from hermeslab.context import SUMMARY_END_MARKER, SUMMARY_PREFIX, apply_preset
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import default_counter
-from hermeslab.eval.hermes_reference import (
-    HermesReference,
-)
 from hermeslab.eval.replay_compression import (
     UNFITTABLE,
     FixedSummariser,
@@ -32,6 +29,7 @@ from hermeslab.eval.replay_compression import (
     sum_totals,
     summaries_in,
 )
+from hermeslab.reference.client import HermesReference
 
 MINI_SWE = "mini_swe_agent_gemini3pro_swebv.jsonl"
 TAU2 = "tau2_bench_gpt41.jsonl"
@@ -121,7 +119,7 @@ def test_tool_schemas_count_toward_every_prompt():
     assert [b.prompt_before + schema_tokens for b in bare.calls] == [w.prompt_before for w in with_tools.calls]
 
 
-def test_a_call_that_cannot_fit_is_recorded_as_unfittable_not_as_a_failure():
+def test_a_call_that_cannot_fit_is_recorded_as_unfittable_not_as_over_the_window():
     recording = coding_recording(6)
     recording[-3]["content"] = "huge output " * 20_000  # the newest tool result alone is far beyond the window
     report = replay_session(recording, None, config=seed(), summariser=ExtractiveSummariser(), context_length=8_000)
@@ -129,7 +127,9 @@ def test_a_call_that_cannot_fit_is_recorded_as_unfittable_not_as_a_failure():
     assert "8,000-token window" in report.events[0].detail
     totals = report.totals()
     assert totals["unfittable_calls"] == 1 and totals["over_window_calls"] == 0
-    assert report.calls[-1].prompt_after > 8_000
+    # the provider refuses it, as an endpoint would, and the loop cannot rescue the turn
+    assert report.refusals[-1].prompt_tokens > 8_000 and report.refusals[-1].message_index == len(recording) - 1
+    assert totals["failed_turns"] == 1 and report.calls[-1].message_index < len(recording) - 1
 
 
 def test_cooldowns_are_counted_in_simulated_calls():

@@ -7,13 +7,13 @@ import random
 import pytest
 
 from hermeslab.agent import Agent
-from hermeslab.compaction import Compactor
+from hermeslab.context.compactor import Compactor
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, ErrorEvent, EventBus, RecoveryEvent
 from hermeslab.core.messages import validate_messages
 from hermeslab.providers import LocalServer, OfflineModel, OpenAICompatProvider
-from hermeslab.providers.base import ProviderError
+from hermeslab.core.provider import ProviderError
 from hermeslab.recovery import ProviderSlot
 from hermeslab.store import StoreWriter
 from hermeslab.store import open as open_lab

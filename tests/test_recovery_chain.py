@@ -7,7 +7,7 @@ import random
 import pytest
 
 from hermeslab.core.config import Config, ConfigError, RecoveryConfig
-from hermeslab.providers.base import ProviderError
+from hermeslab.core.provider import ProviderError
 from hermeslab.recovery import CallState, ProviderSlot, RecoveryChain, backoff_delay, classify, retry_delay
 
 

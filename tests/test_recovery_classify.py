@@ -7,7 +7,7 @@ import openai
 import pytest
 
 from hermeslab.context.policy import parse_context_limit
-from hermeslab.providers.base import ProviderError
+from hermeslab.core.provider import ProviderError
 from hermeslab.providers.openai_compat import provider_error_from
 from hermeslab.recovery import FAULT_CLASSES, RULES, SessionSize, classify
 

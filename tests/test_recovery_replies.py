@@ -11,7 +11,7 @@ from hermeslab.agent import Agent
 from hermeslab.core.config import Config, RecoveryConfig
 from hermeslab.core.events import EventBus, Notice, RecoveryEvent
 from hermeslab.core.messages import validate_messages
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 from hermeslab.recovery import (
     CONTINUE_NOTICE,
     EMPTY_MARKER,

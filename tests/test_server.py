@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from hermeslab.providers.base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 from hermeslab.providers.offline import OfflineModel
 from hermeslab.providers.server import CompletionEndpoint, LocalServer, error_reply
 

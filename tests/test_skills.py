@@ -5,8 +5,8 @@ import json
 import pytest
 
 from hermeslab.memory.skills import MAX_DESCRIPTION_CHARS, SkillError, SkillLibrary, parse_skill
+from hermeslab.memory.tools import skills_tools
 from hermeslab.tools import ToolRegistry, execute_tool_calls
-from hermeslab.tools.skills_tools import skills_tools
 
 STEPS = "1. Run `make docs`.\n2. Check the output in site/.\n3. Run `make publish`."
 

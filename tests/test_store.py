@@ -42,7 +42,7 @@ from hermeslab.store import (
     ensure_schema,
     schema_version,
 )
-from hermeslab.store.writer import REDACTION_FAILED
+from hermeslab.store.rows import REDACTION_FAILED
 
 TABLES = {"sessions", "messages", "turns", "api_calls", "tool_calls", "compressions", "recoveries", "errors", "events"}
 
@@ -388,7 +388,7 @@ def test_a_failing_redactor_stores_a_marker_not_the_text(lab_path, caplog):
         return text
 
     chat = Conversation()
-    with caplog.at_level(logging.ERROR, logger="hermeslab.store.writer"):
+    with caplog.at_level(logging.ERROR, logger="hermeslab.store.rows"):
         lab = write(lab_path, [chat.start(), *chat.turn(1, user="boom secret")], redact=redact)
     messages = lab.messages("s1")
     assert messages.iloc[0]["content"] == REDACTION_FAILED

@@ -76,8 +76,8 @@ elif mode == "die":
     print("READY", flush=True)
     time.sleep(600)
 elif mode == "die-in-transaction":
-    from hermeslab.store import writer as writer_module
-    insert = writer_module._insert
+    from hermeslab.store import transaction as transaction_module
+    insert = transaction_module._insert
 
     def insert_then_stall(con, table, rows, suffix=""):
         insert(con, table, rows, suffix)
@@ -85,7 +85,7 @@ elif mode == "die-in-transaction":
             print("INSIDE", flush=True)
             time.sleep(600)
 
-    writer_module._insert = insert_then_stall
+    transaction_module._insert = insert_then_stall
     for event in turn_events(turns + 1, padding=2000):
         writer.handle(event)
     time.sleep(600)

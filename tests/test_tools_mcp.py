@@ -25,15 +25,11 @@ from hermeslab.core.config import Config, ConfigError, MCPServerConfig
 from hermeslab.core.events import EventBus, Notice
 from hermeslab.runtime import Runtime, load_config
 from hermeslab.tools import Tool, ToolError, ToolRegistry, execute_tool_calls
-from hermeslab.tools.mcp import (
-    MCPManager,
-    UnsetVariable,
-    expand_variables,
-    expanded_settings,
-    normalize_schema,
-    prefixed_name,
-    result_text,
-)
+from hermeslab.tools.mcp.manager import MCPManager
+from hermeslab.tools.mcp.names import prefixed_name
+from hermeslab.tools.mcp.results import result_text
+from hermeslab.tools.mcp.schema import normalize_schema
+from hermeslab.tools.mcp.variables import UnsetVariable, expand_variables, expanded_settings
 from hermeslab.tools.schema_check import SchemaViolation, check_schema, validate
 from scripted_provider import ScriptedProvider, tool_call
 

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import text_of
+from hermeslab.core.tokens import is_image_part
 
-from .estimate import is_image_part
 from .turns import has_tool_calls
 from .types import LEGACY_SUMMARY_PREFIX, SUMMARY_END_MARKER, SUMMARY_PREFIX
 

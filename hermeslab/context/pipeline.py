@@ -33,13 +33,19 @@ from typing import Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import text_of, validate_messages
-from hermeslab.core.tokens import count_text, rough_tokens
+from hermeslab.core.tokens import (
+    RememberedSizes,
+    count_text,
+    list_estimator,
+    message_estimator,
+    rough_tokens,
+    summed_list_estimator,
+)
 
 from .anchors import anchor_budget, collect_anchors, parse_anchor_block, render_anchor_block, split_anchor_block
 from .assemble import assemble, merge_summary, split_summary
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import Budgets, summary_budget
-from .estimate import RememberedSizes, list_estimator, message_estimator, summed_list_estimator
 from .prune import PruneDecision, compute_prune_boundary, prune_messages
 from .turns import first_real_user_index, is_real_user_message
 from .types import SummaryOutcome, SummaryRequest, Summariser, is_summary_message

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from hermeslab.core.messages import text_of, tool_calls_of
-from hermeslab.providers.base import ChatRequest, Provider, ProviderError
+from hermeslab.core.provider import ChatRequest, Provider, ProviderError
 
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
 from .redact import redact

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 Message = dict[str, Any]
 
@@ -238,3 +238,22 @@ def repair_messages(messages: list[Message], *, missing_result_text: str = MISSI
         out.append(message)
     close_open_calls()
     return out, report
+
+
+def open_tool_calls(messages: Sequence[Message]) -> tuple[int, list[str]] | None:
+    """The latest assistant message's index and the ids of its calls no result answers yet, or None.
+
+    Only results after that message count: an id reused from an earlier turn
+    does not hide an open call. A user message after it means nothing is open.
+    """
+    answered: set[Any] = set()
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        role = message.get("role")
+        if role == "tool":
+            answered.add(message.get("tool_call_id"))
+        elif role == "assistant":
+            return index, [call["id"] for call in tool_calls_of(message) if call.get("id") not in answered]
+        elif role == "user":
+            return None
+    return None

@@ -44,9 +44,10 @@ from hermeslab import __version__
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.presets import PRESETS, apply_preset
 from hermeslab.core.config import CompressionConfig, Config, ConfigError
+from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
 from .executors import CHUNKS_PER_WORKER, ChunkDone, make_executor, plan_chunks
-from .recording import Recording, RecordingProblem, read_recordings, validate_recording
+from .recording import read_recordings
 from .results import ROW_COLUMNS, CellRow, ResultsFile, RunInfo, config_records, utcnow
 
 Cell = Callable[[Recording, Config], Mapping[str, float | int]]

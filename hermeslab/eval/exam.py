@@ -37,7 +37,7 @@ from typing import Any
 from hermeslab.context.extractive import strip_think
 from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of
-from hermeslab.providers.base import ChatRequest, Provider, ProviderError
+from hermeslab.core.provider import ChatRequest, Provider, ProviderError
 
 from .metrics import message_text, removed_messages
 from .replay import ReplayRun

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..agent import Agent
-from ..compaction import Compactor
+from ..context.compactor import Compactor
 from ..context.extractive import ExtractiveSummariser
 from ..core.config import Config
 from ..core.events import ApiCallFinished, Event, EventBus, RecoveryEvent
@@ -149,7 +149,7 @@ def run_sessions(schedule: FaultSchedule | None, workspace: Path, *, sessions: S
                                             name="fallback"))
     todos, clock = TodoStore(), SimulatedClock()
     agent = Agent(clients[0], config=config, tools=builtin_registry(config.tools, todo_store=todos), bus=bus,
-                  sleep=clock.sleep, compactor=Compactor(config, ExtractiveSummariser(), todos=todos),
+                  sleep=clock.sleep, compactor=Compactor(config, ExtractiveSummariser(), todos=todos.format_for_injection),
                   fallbacks=[ProviderSlot(client, OFFLINE_MODEL_NAME) for client in clients[1:]],
                   refresh_credentials=refresh, rng=random.Random(seed))
     if on_agent is not None:

@@ -41,20 +41,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from hermeslab.agent import Agent
-from hermeslab.compaction import Compaction, Compactor
+from hermeslab.agent import Agent, TurnInterrupted
+from hermeslab.context.compactor import Compaction, Compactor
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.types import Summariser, SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
 from hermeslab.core.events import Event, EventBus, SessionStarted, ToolCallFinished
 from hermeslab.core.messages import parse_tool_arguments, strip_surrogates
 from hermeslab.core.tokens import TokenCounter
-from hermeslab.providers.replay import ReplayProvider, ServedCall
+from hermeslab.providers.replay import Refusal, ReplayProvider, ServedCall
 from hermeslab.session import Session
 from hermeslab.tools.registry import Tool, ToolError, ToolRegistry
 
-from .recording import Recording, RecordingError, RecordingProblem, validate_recording
-from .replay_compression import SECONDS_PER_CALL
+from hermeslab.recordings import Recording, RecordingError, RecordingProblem, validate_recording
+
+#: Simulated duration of one model call, which is what a compression cooldown is measured against.
+SECONDS_PER_CALL = 10.0
 
 SOURCE = "replay"
 #: Iterations a replayed turn gets beyond its recorded calls and overflow retries, so the cap never ends it.
@@ -253,6 +255,8 @@ class CompressionRecord:
     ineffective: bool
     #: The latest real user message of the conversation when it ran (None before the first).
     latest_user: str | None
+    #: What the strategy returned (the pipeline's result carries its plan and decision record).
+    result: Any = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,11 @@ class ReplayRun:
     #: Status of every turn (``completed``, ``interrupted``, ``failed``, ``max_iterations``).
     statuses: list[str] = field(default_factory=list)
     #: Prompts the provider turned away as longer than the window.
-    refused_calls: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
+
+    @property
+    def refused_calls(self) -> int:
+        return len(self.refusals)
     #: The sessions the replay logged, in order (a compression in rotation mode starts a new one).
     session_ids: list[str] = field(default_factory=list)
 
@@ -327,7 +335,7 @@ class _ObservedCompactor(Compactor):
         if compaction is not None:
             self._run.compressions.append(CompressionRecord(
                 compaction.trigger, len(self._run.calls), snapshot, compaction.messages, compaction.changed,
-                bool(compaction.verdict.get("ineffective")), self._latest_user()))
+                bool(compaction.verdict.get("ineffective")), self._latest_user(), compaction.result))
         return compaction
 
 
@@ -336,15 +344,20 @@ class _ObservedCompactor(Compactor):
 
 def replay(recording: Recording | Mapping[str, Any], config: Config, *, summariser: Summariser | None = None,
            bus: EventBus | None = None, run_id: str | None = None, store: str | Path | None = None,
-           counter: str | None = None) -> ReplayRun:
+           counter: str | None = None, fast: bool = False,
+           seconds_per_call: float = SECONDS_PER_CALL) -> ReplayRun:
     """Replay ``recording`` through an ``Agent`` built from ``config``; see the module docstring.
 
     ``summariser`` None takes the config's: the LLM summariser when the config
     names an endpoint, otherwise the extractive one. ``counter`` measures
     prompts (``tiktoken`` or ``rough``; default: the config's compression
     estimator). Events go to ``bus`` when given; ``store`` writes them to that
-    lab file; without it nothing touches disk.
+    lab file; without it nothing touches disk. ``fast`` appends the recorded
+    tool results without the tool executor and publishes no events (so takes
+    no ``bus`` or ``store``): the same loop and the same compressions, cheaper.
     """
+    if fast and (bus is not None or store is not None):
+        raise ValueError("a fast replay publishes no events: pass neither bus nor store")
     recording, plan = _planned(recording)
     if not isinstance(config, Config):
         raise TypeError(f"config must be a hermeslab Config, got {type(config).__name__}")
@@ -360,7 +373,7 @@ def replay(recording: Recording | Mapping[str, Any], config: Config, *, summaris
                     tool_tokens=provider.counter.count_tools(tools.schemas() or None), replies=provider.replies,
                     calls=provider.served)
     bus = bus or EventBus()
-    driver = _Driver(plan, provider, run)
+    driver = _Driver(plan, provider, run, seconds_per_call)
     closers: list[Callable[[], None]] = []
     try:
         compactor = None
@@ -371,10 +384,16 @@ def replay(recording: Recording | Mapping[str, Any], config: Config, *, summaris
         writer = _writer(store, config, bus)
         if writer is not None:
             closers.append(writer.close)
-        driver.agent = Agent(provider, config=looped, tools=tools, bus=bus, source=SOURCE, counter=provider.counter,
-                             session=Session(system_prompt=plan.system_prompt, source=SOURCE), sleep=_no_wait,
-                             compactor=compactor, rng=random.Random(0), run_id=run.run_id, config_hash=config_hash)
-        closers.append(bus.subscribe(driver.observe, kinds=(ToolCallFinished, SessionStarted)))
+        agent_type = _FastAgent if fast else Agent
+        driver.agent = agent_type(provider, config=looped, tools=tools, bus=bus, source=SOURCE,
+                                  counter=provider.counter, session=Session(system_prompt=plan.system_prompt,
+                                                                            source=SOURCE),
+                                  sleep=_no_wait, compactor=compactor, rng=random.Random(0), run_id=run.run_id,
+                                  config_hash=config_hash)
+        if fast:
+            driver.agent.driver = driver
+        else:
+            closers.append(bus.subscribe(driver.observe, kinds=(ToolCallFinished, SessionStarted)))
         for turn in plan.turns:
             driver.run_turn(turn)
         driver.agent.close("replay_finished")
@@ -388,10 +407,11 @@ def replay(recording: Recording | Mapping[str, Any], config: Config, *, summaris
 class _Driver:
     """Runs the planned turns on the agent and keeps the run's counts as events arrive."""
 
-    def __init__(self, plan: ReplayPlan, provider: ReplayProvider, run: ReplayRun):
+    def __init__(self, plan: ReplayPlan, provider: ReplayProvider, run: ReplayRun, seconds_per_call: float):
         self.plan = plan
         self.provider = provider
         self.run = run
+        self.seconds_per_call = seconds_per_call
         self.agent: Agent | None = None
         self.turn: TurnPlan | None = None
         self.user: str | None = None
@@ -400,8 +420,8 @@ class _Driver:
         run.deviations = counts
 
     def clock(self) -> float:
-        """Simulated time: each answered call takes ``SECONDS_PER_CALL``, so cooldowns last as many calls as live."""
-        return len(self.provider.served) * SECONDS_PER_CALL
+        """Simulated time: each answered call takes ``seconds_per_call``, so cooldowns last as many calls as live."""
+        return len(self.provider.served) * self.seconds_per_call
 
     def latest_user(self) -> str | None:
         return self.user
@@ -434,7 +454,28 @@ class _Driver:
 
     def finish(self) -> None:
         self.run.deviations["extra_calls"] = self.provider.unanswered
-        self.run.refused_calls = self.provider.refused
+        self.run.refusals = self.provider.refusals
+
+
+class _FastAgent(Agent):
+    """The loop with each tool call answered by its recorded result directly: no executor, no events.
+
+    What the executor would append for a recorded call is exactly its recorded
+    result, so the history, and every decision taken on it, is the same.
+    """
+
+    driver: _Driver
+
+    def _run_tools(self, calls: list[dict], assistant_id: str, arguments: list) -> None:
+        results, turn = self.driver.plan.results, self.driver.turn
+        for call in calls:
+            content = results.get(call.get("id"))
+            if content is None:
+                self.driver.run.deviations["tool_mismatches"] += 1
+                content = "the recording holds no result for this call"
+            self._add({"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, assistant_id)
+        if turn.stop_after is not None and any(call.get("id") == turn.stop_after for call in calls):
+            raise TurnInterrupted
 
 
 def new_run_id() -> str:

@@ -1,34 +1,21 @@
-"""Replay a recording's context under a compression config, without the agent loop.
+"""What compression does to a recording, call by call, with the defects of each output checked.
 
-Each recorded assistant message is one model call. Before it, the context is
-the current (possibly compressed) list plus the recorded messages that arrived
-since the previous call; the compression triggers then run as the agent runs
-them, through the same ``Compactor`` and ``CompressionPolicy``:
+The replay is the agent loop itself (``hermeslab.eval.replay`` in its fast
+mode: recorded tool results appended directly, no events), so every trigger,
+the overflow handling and the anti-thrash verdicts are the live loop's. The
+replay provider answers each call with the recorded reply and bills the
+prompt in the config estimator's unit; a prompt over the window is refused as
+an endpoint would refuse it, and the loop's overflow recovery runs (a turn it
+cannot rescue fails, and its remaining recorded calls are not made).
 
-* ``preflight`` when a new user message arrived (or before the very first
-  call), up to three passes, stopping when a pass changes nothing or makes no
-  progress;
-* ``turn`` after tool results, on the previous call's prompt reading, then
-  ``pressure`` on the estimate of the prompt about to be sent;
-* ``overflow`` when the prompt still exceeds the window: the provider would
-  reject the call, and the agent compresses and retries (never blocked by the
-  anti-thrash breaker, at most ``max_overflow_attempts`` per user turn).
-
-The estimate of each sent prompt (config estimator, tool schemas included) is
-fed back to the policy as the provider's reading, so the anti-thrash verdicts
-work as they would live. Time is simulated (each call advances the policy's
-clock by ``seconds_per_call``), so cooldowns last the same number of calls on
-any machine. Nothing is sent anywhere, so a replay is fast enough to run
-thousands of times.
-
-Every compression is checked for the defects seen in Hermes 0.19.0: a prompt
-still above the window, more than one handoff summary in the output, the
-latest real user message no longer present verbatim, a summarised range that
-held nothing but the previous summary (which must be judged ineffective), and
-the task that opened the session lost. When even the system prompt, the
-latest user message and the newest assistant/tool group exceed the window, no
-compression can help; that call gets an ``unfittable`` event instead of
-counting as a failure.
+Every compression is checked for the defects seen in Hermes 0.19.0: more than
+one handoff summary in the output, the latest real user message no longer
+present verbatim, a summarised range that held nothing but the previous
+summary (which must be judged ineffective), and the task that opened the
+session lost. A prompt refused as over the window counts against the config,
+except when even the system prompt, the latest user message and the newest
+assistant/tool group exceed the window: no compression can help there, so that
+call gets an ``unfittable`` event instead.
 """
 
 from __future__ import annotations
@@ -36,21 +23,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from hermeslab.compaction import Compaction, Compactor
 from hermeslab.context.assemble import MISSING_RESULT_STUB, split_summary
 from hermeslab.context.boundary import newest_group_tail
+from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS
-from hermeslab.context.policy import PREFLIGHT_PASSES, made_progress
 from hermeslab.context.turns import is_real_user_message, is_synthetic, last_real_user_index
 from hermeslab.context.types import LEGACY_SUMMARY_PREFIX, SUMMARY_PREFIX, Summariser, SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
 from hermeslab.core.messages import MessageValidationError, text_of, validate_messages
+from hermeslab.providers.replay import billed_prompt_tokens
 
-from .hermes_worker import STUB_SUMMARY
+from ..reference.worker.stub_summary import STUB_SUMMARY
+from hermeslab.recordings import Recording
+from .replay import SECONDS_PER_CALL, CompressionRecord, ReplayRun, replay
 
 UNFITTABLE = "unfittable"
-#: Simulated duration of one model call, which is what a cooldown is measured against.
-SECONDS_PER_CALL = 10.0
 
 
 class FixedSummariser:
@@ -72,7 +59,7 @@ class FixedSummariser:
 
 @dataclass(frozen=True)
 class ReplayCall:
-    """One recorded model call and the prompt it would have been sent with."""
+    """One model call the replay made and the prompt it was sent with (before and after compressing)."""
 
     #: Index of the recorded assistant message this call produced.
     message_index: int
@@ -120,6 +107,17 @@ class ReplayEvent:
     detail: str
 
 
+@dataclass(frozen=True)
+class RefusedCall:
+    """A prompt the provider turned away as longer than the window."""
+
+    call: int
+    message_index: int
+    prompt_tokens: int
+    #: A compression ran for this call before the refusal (the compressed prompt still did not fit).
+    after_compression: bool
+
+
 @dataclass
 class ReplayReport:
     session_id: str | None
@@ -129,6 +127,10 @@ class ReplayReport:
     calls: list[ReplayCall] = field(default_factory=list)
     compressions: list[CompressionCheck] = field(default_factory=list)
     events: list[ReplayEvent] = field(default_factory=list)
+    refusals: list[RefusedCall] = field(default_factory=list)
+    #: Turns the loop could not finish (an overflow it could not rescue); their later recorded calls are not made.
+    failed_turns: int = 0
+    missed_calls: int = 0
 
     def unfittable_calls(self) -> set[int]:
         return {event.call for event in self.events if event.kind == UNFITTABLE}
@@ -137,33 +139,38 @@ class ReplayReport:
         """Counts over the whole replay.
 
         The first seven keys are those of the Hermes reference's replay totals,
-        with two refinements: calls recorded as ``unfittable`` are not counted
-        as over the window, and a summary merged ahead of a recorded message
-        counts as that message (folding it does remove recorded text).
+        with three refinements: a call over the window is one the provider
+        refused (counted once however often it was refused), calls recorded as
+        ``unfittable`` are not counted as over the window, and a summary merged
+        ahead of a recorded message counts as that message (folding it does
+        remove recorded text).
         """
         unfittable = self.unfittable_calls()
-        over = [i for i, call in enumerate(self.calls) if call.prompt_after > self.context_length]
-        compressed_calls = {check.call for check in self.compressions}
+        over = {r.call for r in self.refusals if r.call not in unfittable}
         return {
             "calls": len(self.calls),
             "compress_calls": len(self.compressions),
             "ineffective_compress_calls": sum(1 for c in self.compressions if c.ineffective),
-            "over_window_after_compress": sum(1 for i in over if i in compressed_calls and i not in unfittable),
+            "over_window_after_compress": len({r.call for r in self.refusals
+                                               if r.after_compression and r.call in over}),
             "two_summary_outputs": sum(1 for c in self.compressions if c.summaries_in_output > 1),
             "missing_latest_user_outputs": sum(1 for c in self.compressions if c.latest_user_missing),
             "summary_only_compressions": sum(1 for c in self.compressions if c.summary_only),
             "summary_only_counted_as_progress": sum(1 for c in self.compressions
                                                     if c.summary_only and not c.ineffective),
             "original_task_lost": sum(1 for c in self.compressions if c.original_task_kept is False),
-            "over_window_calls": sum(1 for i in over if i not in unfittable),
+            "over_window_calls": len(over),
             "overflow_compressions": sum(1 for c in self.compressions if c.trigger == "overflow"),
             "unfittable_calls": len(unfittable),
+            "failed_turns": self.failed_turns,
+            "missed_calls": self.missed_calls,
         }
 
     def as_record(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "preset": self.preset, "context_length": self.context_length,
                 "threshold_tokens": self.threshold_tokens, "totals": self.totals(),
                 "calls": [asdict(c) for c in self.calls], "compressions": [asdict(c) for c in self.compressions],
+                "refusals": [asdict(r) for r in self.refusals],
                 "events": [asdict(e) for e in self.events]}
 
 
@@ -222,169 +229,6 @@ def minimal_context(messages: Sequence[dict]) -> list[dict]:
 # ---------------------------------------------------------------- the replay
 
 
-class SimulatedClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class _Replay:
-    """The mutable state of one replay: context, compactor, last reading, findings."""
-
-    def __init__(self, recording: list[dict], tools: list[dict] | None, compactor: Compactor, report: ReplayReport,
-                 clock: SimulatedClock, seconds_per_call: float):
-        self.recording = recording
-        self.compactor = compactor
-        self.tools = tools
-        self.report = report
-        self.clock = clock
-        self.seconds_per_call = seconds_per_call
-        # The schemas cost the same in every request, so they are counted once.
-        self.tool_tokens = compactor.estimate_request([], tools) - compactor.estimate_request([], None)
-        self.context: list[dict] = []
-        self._context_tokens: int | None = None
-        self.last_reading: int | None = None
-        self.latest_user: dict | None = None
-        self.task: str | None = None
-
-    def estimate(self, messages: Sequence[dict]) -> int:
-        return self.compactor.estimate_request(messages, None) + self.tool_tokens
-
-    def prompt(self) -> int:
-        """The estimate of the current context as a request (computed once per change)."""
-        if self._context_tokens is None:
-            self._context_tokens = self.estimate(self.context)
-        return self._context_tokens
-
-    def feed(self, messages: Sequence[dict]) -> bool:
-        """Append recorded messages; True when a real user message arrived."""
-        self.context.extend(messages)
-        self._context_tokens = None
-        arrived = False
-        for message in messages:
-            if is_real_user_message(message):
-                arrived = True
-                self.latest_user = message
-                if self.task is None:
-                    self.task = text_of(message)
-        return arrived
-
-    def compress(self, trigger: str, call: int) -> bool:
-        """One compression attempt through the compactor; True when it changed the context."""
-        before = self.context
-        prompt_before = self.prompt()
-        compaction = self.compactor.run(before, trigger=trigger, tools=self.tools)
-        if compaction is None:
-            return False
-        self.context, self._context_tokens = compaction.messages, None
-        self.report.compressions.append(self.check(compaction, call, len(before), prompt_before))
-        if compaction.changed:
-            self.last_reading = None
-        return compaction.changed
-
-    def check(self, compaction: Compaction, call: int, messages_before: int, prompt_before: int) -> CompressionCheck:
-        """The invariants of one compression's output."""
-        result, output = compaction.result, compaction.messages
-        plan = getattr(result, "plan", None)
-        start = end = None
-        window: list[dict] = []
-        if plan is not None and not plan.boundary.empty:
-            start, end = plan.boundary.start, plan.boundary.end
-            window = plan.pruned[start:end]
-        removed = sum(1 for m in window if _is_recorded(m))
-        needle = self.task[:ORIGINAL_TASK_MAX_CHARS] if self.task else None
-        return CompressionCheck(
-            call=call,
-            trigger=compaction.trigger,
-            outcome=str(getattr(result, "record", {}).get("outcome", "compressed" if compaction.changed else "none")),
-            start=start,
-            end=end,
-            messages_before=messages_before,
-            messages_after=len(output),
-            prompt_before=prompt_before,
-            prompt_after=self.prompt(),
-            condensed=int(getattr(result, "condensed", 0)),
-            removed_recorded=removed,
-            ineffective=bool(compaction.verdict.get("ineffective")),
-            summaries_in_output=summaries_in(output),
-            latest_user_missing=self.latest_user is not None and not holds_user_message(output, self.latest_user),
-            summary_only=bool(window) and removed == 0 and summaries_in(window) > 0,
-            original_task_kept=None if needle is None else any(needle in text_of(m) for m in output),
-        )
-
-    def preflight(self, call: int, triggers: list[str]) -> None:
-        """Start of a user turn: up to three passes, stopping when one changes nothing or makes no progress."""
-        self.compactor.policy.begin_turn()
-        for _ in range(PREFLIGHT_PASSES):
-            tokens, count = self.prompt(), len(self.context)
-            if not self.compactor.policy.should_compress(tokens, "preflight"):
-                return
-            triggers.append("preflight")
-            if not self.compress("preflight", call):
-                return
-            if not made_progress(count, tokens, len(self.context), self.prompt()):
-                return
-
-    def within_turn(self, call: int, triggers: list[str]) -> None:
-        """After tool results: the previous reading (``turn``), then the prompt about to go out (``pressure``)."""
-        policy = self.compactor.policy
-        if self.last_reading is not None and policy.should_compress(self.last_reading, "turn"):
-            triggers.append("turn")
-            self.compress("turn", call)
-        if policy.should_compress(self.prompt(), "pressure"):
-            triggers.append("pressure")
-            self.compress("pressure", call)
-
-    def recover_from_overflow(self, call: int, triggers: list[str]) -> None:
-        """Compress while the provider would reject the prompt as too long."""
-        policy = self.compactor.policy
-        while self.prompt() > self.report.context_length and policy.should_compress(self.prompt(), "overflow"):
-            triggers.append("overflow")
-            if not self.compress("overflow", call):
-                return
-
-    def run(self) -> ReplayReport:
-        fed = 0
-        for position, message in enumerate(self.recording):
-            if message.get("role") != "assistant":
-                continue
-            call = len(self.report.calls)
-            new_turn = self.feed(self.recording[fed:position]) or call == 0
-            fed = position
-            before = self.prompt()
-            triggers: list[str] = []
-            if new_turn:
-                self.preflight(call, triggers)
-            else:
-                self.within_turn(call, triggers)
-            self.recover_from_overflow(call, triggers)
-            after = self.prompt()
-            self.report.calls.append(ReplayCall(position, before, after, tuple(triggers)))
-            if after > self.report.context_length:
-                self.check_fit(call, position)
-            self.compactor.policy.observe_prompt_tokens(after)
-            self.last_reading = after
-            self.clock.advance(self.seconds_per_call)
-        return self.report
-
-    def check_fit(self, call: int, position: int) -> None:
-        """Record an ``unfittable`` event when not even the minimal context fits the window."""
-        needed = self.estimate(minimal_context(self.context))
-        if needed > self.report.context_length:
-            self.report.events.append(ReplayEvent(
-                UNFITTABLE, call, position,
-                f"the system prompt, the latest user message and the newest assistant/tool group alone need "
-                f"{needed:,} tokens (tool schemas included), more than the {self.report.context_length:,}-token window",
-            ))
-
-
 def replay_session(messages: list[dict], tools: list[dict] | None = None, *, config: Config,
                    summariser: Summariser, context_length: int, session_id: str | None = None,
                    seconds_per_call: float = SECONDS_PER_CALL) -> ReplayReport:
@@ -406,11 +250,74 @@ def replay_session(messages: list[dict], tools: list[dict] | None = None, *, con
         validate_messages(messages)
     except MessageValidationError as exc:
         raise ValueError(f"the recording is not a valid conversation: {exc}") from None
-    clock = SimulatedClock()
-    compactor = Compactor(config.with_overrides({"model.context_length": context_length}), summariser, clock=clock)
-    report = ReplayReport(session_id=session_id, preset=config.compression.preset, context_length=context_length,
-                          threshold_tokens=compactor.budgets.threshold_tokens)
-    return _Replay(list(messages), tools, compactor, report, clock, seconds_per_call).run()
+    sized = config.with_overrides({"model.context_length": context_length})
+    run = replay(Recording(id=session_id or "session", messages=list(messages), tools=tools), sized,
+                 summariser=summariser, fast=True, seconds_per_call=seconds_per_call)
+    return report_of(run, messages, tools, sized, session_id)
+
+
+def report_of(run: ReplayRun, messages: Sequence[dict], tools: list[dict] | None, config: Config,
+              session_id: str | None = None) -> ReplayReport:
+    """The call-by-call report of a replay of ``messages`` (its recording) under ``config``."""
+    window = run.context_length
+    budgets = derive_budgets(config.compression, window, config.model.max_tokens)
+    report = ReplayReport(session_id=session_id, preset=config.compression.preset, context_length=window,
+                          threshold_tokens=budgets.threshold_tokens, failed_turns=run.statuses.count("failed"),
+                          missed_calls=run.deviations.get("missed_calls", 0))
+    replies = [index for index, message in enumerate(messages) if message.get("role") == "assistant"]
+    task = next((text_of(m) for m in messages if is_real_user_message(m)), None)
+    by_call: dict[int, list[CompressionRecord]] = {}
+    for record in run.compressions:
+        by_call.setdefault(record.call, []).append(record)
+        report.compressions.append(_check(record, run, tools, task))
+    for number, served in enumerate(run.calls):
+        records = by_call.get(number, [])
+        before = billed_prompt_tokens(run.counter, records[0].before, tools) if records else served.prompt_tokens
+        report.calls.append(ReplayCall(replies[served.reply_index], before, served.prompt_tokens,
+                                       tuple(r.trigger for r in records)))
+    for refusal in run.refusals:
+        position = replies[min(refusal.reply_index, len(replies) - 1)]
+        compressed = any(r.changed for r in by_call.get(refusal.call, []))
+        report.refusals.append(RefusedCall(refusal.call, position, refusal.prompt_tokens, compressed))
+        needed = billed_prompt_tokens(run.counter, minimal_context(refusal.messages), tools)
+        if needed > window and refusal.call not in report.unfittable_calls():
+            report.events.append(ReplayEvent(
+                UNFITTABLE, refusal.call, position,
+                f"the system prompt, the latest user message and the newest assistant/tool group alone need "
+                f"{needed:,} tokens (tool schemas included), more than the {window:,}-token window"))
+    return report
+
+
+def _check(record: CompressionRecord, run: ReplayRun, tools: list[dict] | None, task: str | None) -> CompressionCheck:
+    """The invariants of one compression's output."""
+    result, output = record.result, record.after
+    plan = getattr(result, "plan", None)
+    start = end = None
+    window: list[dict] = []
+    if plan is not None and not plan.boundary.empty:
+        start, end = plan.boundary.start, plan.boundary.end
+        window = plan.pruned[start:end]
+    removed = sum(1 for m in window if _is_recorded(m))
+    needle = task[:ORIGINAL_TASK_MAX_CHARS] if task else None
+    return CompressionCheck(
+        call=record.call,
+        trigger=record.trigger,
+        outcome=str(getattr(result, "record", {}).get("outcome", "compressed" if record.changed else "none")),
+        start=start,
+        end=end,
+        messages_before=len(record.before),
+        messages_after=len(output),
+        prompt_before=billed_prompt_tokens(run.counter, record.before, tools),
+        prompt_after=billed_prompt_tokens(run.counter, output, tools),
+        condensed=int(getattr(result, "condensed", 0)),
+        removed_recorded=removed,
+        ineffective=record.ineffective,
+        summaries_in_output=summaries_in(output),
+        latest_user_missing=record.latest_user is not None and not holds_user_message(
+            output, {"content": record.latest_user}),
+        summary_only=bool(window) and removed == 0 and summaries_in(window) > 0,
+        original_task_kept=None if needle is None else any(needle in text_of(m) for m in output),
+    )
 
 
 def replay_recordings(sessions: Sequence[dict], *, config: Config, summariser: Summariser,

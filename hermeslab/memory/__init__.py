@@ -5,11 +5,12 @@
 * ``atomic`` — locked, atomic whole-file writes that concurrent processes cannot lose;
 * ``skills`` — Markdown procedures with front matter;
 * ``snapshot`` — the block the system prompt shows, frozen between context rebuilds;
+* ``tools`` — the ``memory`` tool and the skill tools, which memory offers the agent;
 * ``nudges`` and ``review`` — when and how a forked agent reviews the conversation;
 * ``provider`` and ``recall`` — the external memory-provider hooks and the lab-database recall
   (``recall.LabRecall``; it loads DuckDB and pandas, so it is not imported here);
 * ``manager.Memory`` — all of it wired for one agent (import it from ``hermeslab.memory.manager``:
-  it depends on the tools, which depend on this package).
+  it loads the tool registry and executor, which the files and skills alone do not need).
 """
 
 from hermeslab.memory.files import EntryFile, MemoryFiles, MemoryWriteError, Usage

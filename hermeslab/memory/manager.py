@@ -25,16 +25,15 @@ from hermeslab.core.events import (
     ToolCallFinished,
     TurnStarted,
 )
-from hermeslab.tools.memory_tool import memory_tool
 from hermeslab.tools.registry import Tool, ToolRegistry
-from hermeslab.tools.skills_tools import skills_tools
 
 from .files import MemoryFiles
 from .nudges import NudgeCounters
 from .provider import MemoryProvider, fence_recall
-from .review import BackgroundReviewer, ReviewOutcome, run_review
+from .review import AgentFactory, BackgroundReviewer, ReviewOutcome, run_review
 from .skills import SkillLibrary
 from .snapshot import render_file, render_skills, render_snapshot, with_snapshot
+from .tools import memory_tool, skills_tools
 
 if TYPE_CHECKING:
     from hermeslab.agent import Agent, TurnResult
@@ -45,10 +44,15 @@ CLOSE_TIMEOUT_SECONDS = 5.0
 
 
 class Memory:
-    """Everything the agent remembers across sessions, and when it reviews what to remember."""
+    """Everything the agent remembers across sessions, and when it reviews what to remember.
+
+    ``make_agent`` builds the forked agent of a background review (pass
+    ``hermeslab.agent.Agent``); without it no review runs, since memory cannot
+    import the agent that imports it.
+    """
 
     def __init__(self, config: Config, folder: str | Path, *, skills_folder: str | Path | None = None,
-                 provider: MemoryProvider | None = None):
+                 provider: MemoryProvider | None = None, make_agent: AgentFactory | None = None):
         memory, skills = config.memory, config.skills
         self.config = config
         self.files = MemoryFiles(Path(folder), memory_limit=memory.memory_char_limit,
@@ -57,6 +61,7 @@ class Memory:
         self.skills = (SkillLibrary(Path(skills_folder) if skills_folder else Path(folder) / "skills",
                                     max_chars=skills.max_chars) if skills.enabled else None)
         self.provider = provider
+        self.make_agent = make_agent
         self.nudges = NudgeCounters(memory_interval=memory.nudge_interval if self.files.targets else 0,
                                     skill_interval=skills.creation_nudge_interval if self.skills else 0)
         self.reviewer = BackgroundReviewer()
@@ -129,12 +134,12 @@ class Memory:
         session_id = agent.session.id
         if self.provider is not None and result.status == "completed":
             self._guarded("sync", partial(self.provider.sync, self._turn_text, result.text, session_id), session_id)
-        if result.status != "completed" or not result.text or self.reviewer.running:
+        if self.make_agent is None or result.status != "completed" or not result.text or self.reviewer.running:
             return
         due = self.nudges.take_due()
         if not due:
             return
-        work = partial(run_review, agent.provider, agent.config, copy.deepcopy(agent.messages),
+        work = partial(run_review, self.make_agent, agent.provider, agent.config, copy.deepcopy(agent.messages),
                        ToolRegistry(self.tools()), due, max_iterations=self.config.memory.review_max_iterations)
         self.reviewer.start(work, partial(self._report_review, session_id, agent.session.turns))
 

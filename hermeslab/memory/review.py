@@ -6,6 +6,9 @@ compression, no memory provider and its own private event bus: nothing it
 says reaches the user's transcript or the lab log. What it changed comes back
 as a short list (``memory add``, ``skill create deploy-docs``) for the parent
 to report. It runs on a daemon thread after the user's turn has finished.
+
+The fork is built by an `AgentFactory` the caller passes in (the agent class
+itself fits): the agent imports memory, so memory must not import the agent.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from hermeslab.core.config import Config
 from hermeslab.core.events import EventBus, ToolCallFinished
-from hermeslab.providers.base import Provider
+from hermeslab.core.provider import Provider
 from hermeslab.session import Session
 from hermeslab.tools.registry import ToolRegistry
 
@@ -60,6 +63,29 @@ def review_prompt(due: ReviewDue) -> str:
     return "\n\n".join(parts)
 
 
+class ReviewTurn(Protocol):
+    """What the review reads from the fork's turn."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class ReviewAgent(Protocol):
+    """What the review needs of the fork: one turn on the conversation it was built with."""
+
+    def chat(self, text: str) -> ReviewTurn: ...
+
+
+class AgentFactory(Protocol):
+    """Builds the fork (``hermeslab.agent.Agent`` is one)."""
+
+    def __call__(self, provider: Provider, *, config: Config, tools: ToolRegistry, bus: EventBus,
+                 session: Session) -> ReviewAgent: ...
+
+
 @dataclass
 class ReviewOutcome:
     #: The fork's turn status (``completed``, ``failed``, ``max_iterations``).
@@ -81,11 +107,9 @@ def describe_change(name: str, arguments: str) -> str:
     return f"skill {args.get('action', 'update')} {args.get('name', '?')}".strip()
 
 
-def run_review(provider: Provider, config: Config, history: list[dict[str, Any]], tools: ToolRegistry,
-               due: ReviewDue, *, max_iterations: int) -> ReviewOutcome:
+def run_review(make_agent: AgentFactory, provider: Provider, config: Config, history: list[dict[str, Any]],
+               tools: ToolRegistry, due: ReviewDue, *, max_iterations: int) -> ReviewOutcome:
     """Run the fork to its end on this thread; the parent's state is never touched."""
-    from hermeslab.agent import Agent  # the agent module imports the tools, which import this package
-
     fork_config = config.with_overrides({"agent.max_iterations": max_iterations, "agent.stream": False,
                                          "agent.self_check": False, "compression.enabled": False})
     bus = EventBus()
@@ -97,7 +121,7 @@ def run_review(provider: Provider, config: Config, history: list[dict[str, Any]]
 
     bus.subscribe(collect)
     session = Session.with_history(history, reason="review", source="review")
-    fork = Agent(provider, config=fork_config, tools=tools, bus=bus, session=session)
+    fork = make_agent(provider, config=fork_config, tools=tools, bus=bus, session=session)
     result = fork.chat(review_prompt(due))
     return ReviewOutcome(result.status, changes, result.error)
 

@@ -3,7 +3,7 @@
 Both are read back from the lab, so a notebook chat exports exactly as
 ``hermeslab export`` does: the recorded-session format of the shared datasets,
 holding the whole conversation across compressions (see
-`hermeslab.eval.importers.import_lab`), with the tool schemas the chat offers.
+`hermeslab.recordings.lab.import_lab`), with the tool schemas the chat offers.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.messages import text_of, tool_calls_of
-from ..eval.importers import import_lab
-from ..eval.recording import Recording, recording_line
+from ..recordings import Recording, recording_line
+from ..recordings.lab import import_lab
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

@@ -40,7 +40,7 @@ import yaml
 
 from ..core.messages import text_of, tool_calls_of
 from ..core.tokens import count_text, default_counter
-from .base import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from ..core.provider import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
 from .offline import word_pieces
 from .server import (
     CompletionEndpoint,

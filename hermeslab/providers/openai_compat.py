@@ -16,7 +16,7 @@ from typing import Any, Iterator, Mapping
 import openai
 
 from ..core.messages import wire_messages
-from .base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 
 #: Sent when an endpoint needs no key; the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "hermeslab-no-key"

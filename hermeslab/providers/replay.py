@@ -18,18 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from ..context.estimate import ROUGH_LIST_IMAGE_TOKENS, rough_list_share, rough_messages_tokens
 from ..core.messages import tool_calls_of
 from ..core.tokens import (
-    CHARS_PER_TOKEN,
     REPLY_PRIMING,
     TokenCounter,
     count_text,
     default_counter,
-    rough_message_chars,
+    rough_list_share_tokens,
+    rough_messages_tokens,
+    rough_reply_tokens,
     rough_tool_schema_tokens,
 )
-from .base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
+from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
 
 #: Names a counter can be chosen by.
 COUNTERS = ("tiktoken", "rough")
@@ -56,8 +56,7 @@ class RoughCounter(TokenCounter):
     """
 
     def count_message(self, message: dict[str, Any]) -> int:
-        chars, images = rough_list_share(message)
-        return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + images * ROUGH_LIST_IMAGE_TOKENS
+        return rough_list_share_tokens(message)
 
     def count_messages(self, messages: Sequence[dict[str, Any]]) -> int:
         return rough_messages_tokens(messages)
@@ -81,8 +80,7 @@ def make_counter(name: str) -> TokenCounter:
 def completion_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
     """Tokens a reply costs to produce: its text plus each tool call's name and arguments."""
     if isinstance(counter, RoughCounter):
-        chars, _ = rough_message_chars(message)
-        return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        return rough_reply_tokens(message)
     tokens = _text_tokens(message.get("content") or "")
     for call in tool_calls_of(message):
         function = call.get("function") or {}
@@ -105,6 +103,26 @@ def _text_tokens(text: str) -> int:
     return tokens
 
 
+def billed_prompt_tokens(counter: TokenCounter, messages: Sequence[dict[str, Any]],
+                        tools: Sequence[dict] | None) -> int:
+    """A request's prompt tokens as the replay provider bills them (tiktoken counts include reply priming)."""
+    if type(counter) is TokenCounter:
+        return counter.count_request(messages, tools) + REPLY_PRIMING
+    return counter.count_request(messages, tools)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A prompt turned away as longer than the window."""
+
+    #: Calls answered before it (the refused call would have been ``served[call]``).
+    call: int
+    #: The recorded reply it asked for, by position among the recording's assistant messages.
+    reply_index: int
+    messages: list[dict[str, Any]]
+    prompt_tokens: int
+
+
 @dataclass(frozen=True)
 class ServedCall:
     """One answered call: which recorded reply it got and what it was sent."""
@@ -123,8 +141,8 @@ class ReplayProvider:
     ``position`` is the index of the next reply and ``end`` the index where
     the replies on offer stop (the recording's end unless a driver that knows
     the recording's turns narrows it). ``served`` lists every answered call,
-    ``refused`` counts prompts turned away as too long and ``unanswered`` the
-    calls asked for at or past ``end``.
+    ``refusals`` lists every prompt turned away as too long (``refused`` counts
+    them) and ``unanswered`` counts the calls asked for at or past ``end``.
     """
 
     name = "replay"
@@ -150,8 +168,12 @@ class ReplayProvider:
         self.end = len(self.replies)
         self.served: list[ServedCall] = []
         self._last_request: tuple[list[dict[str, Any]], int] = ([], 0)
-        self.refused = 0
+        self.refusals: list[Refusal] = []
         self.unanswered = 0
+
+    @property
+    def refused(self) -> int:
+        return len(self.refusals)
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         if self.position >= self.end:
@@ -161,9 +183,9 @@ class ReplayProvider:
                                       f"{len(self.replies)} assistant messages")
             raise ReplayExhausted(f"the recording has no reply here: the next recorded assistant message "
                                   f"({self.end + 1} of {len(self.replies)}) comes after another message")
-        prompt = self._prompt_tokens(request)
+        prompt = self.prompt_tokens(request.messages, request.tools)
         if self.context_length is not None and prompt > self.context_length:
-            self.refused += 1
+            self.refusals.append(Refusal(len(self.served), self.position, request.messages, prompt))
             raise context_overflow(self.context_length, prompt)
         index = self.position
         message = self.replies[index]
@@ -174,19 +196,18 @@ class ReplayProvider:
                             usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
                             model=request.model or self.model)
 
-    def _prompt_tokens(self, request: ChatRequest) -> int:
-        """The request's size. A tiktoken count of a request that extends the previous one (the history only
-        grew) adds just the new messages; the rough estimate keeps such a running sum itself."""
+    def prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        """A request's size as this provider bills it. A tiktoken count of a request that extends the previous
+        one (the history only grew) adds just the new messages; the rough estimate keeps such a running sum."""
         if type(self.counter) is not TokenCounter:
-            return self.counter.count_request(request.messages, request.tools)
-        messages = request.messages
+            return billed_prompt_tokens(self.counter, messages, tools)
         last, total = self._last_request
         count = len(last)
         if not count or len(messages) < count or messages[count - 1] is not last[-1] or messages[:count] != last:
             count, total = 0, 0
         total += sum(self.counter.count_message(m) for m in messages[count:])
         self._last_request = (list(messages), total)
-        return total + REPLY_PRIMING + self.counter.count_tools(request.tools)
+        return total + REPLY_PRIMING + self.counter.count_tools(tools)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
         response = self.complete(request)

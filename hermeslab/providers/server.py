@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..core.messages import MessageValidationError, text_of, validate_messages, wire_message
-from .base import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from ..core.provider import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..core.config import RecoveryConfig
-from ..providers.base import Provider, ProviderError
+from ..core.provider import Provider, ProviderError
 from .backoff import retry_delay
 from .classify import Classification
 

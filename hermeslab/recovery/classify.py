@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..providers.base import ProviderError
+from ..core.provider import ProviderError
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from ..core.config import RecoveryConfig
 from ..core.messages import text_of, tool_calls_of
-from ..providers.base import ChatResponse
+from ..core.provider import ChatResponse
 
 EMPTY_MARKER = "(empty)"
 NUDGE_TEXT = ("Your previous reply was empty. Continue from the tool results above and give your answer "

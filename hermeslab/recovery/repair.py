@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..core.messages import has_surrogates, parse_tool_arguments, tool_calls_of
+from ..core.messages import has_surrogates, parse_tool_arguments, repair_tool_arguments, strip_surrogates, tool_calls_of
 
 Message = dict[str, Any]
 
@@ -137,3 +137,32 @@ def malformed_tool_calls(message: Message, arguments: list[dict[str, Any] | Valu
         arguments = read_tool_arguments(message)
     return [call.get("id", "") for call, parsed in zip(tool_calls_of(message), arguments, strict=True)
             if isinstance(parsed, ValueError)]
+
+
+def history_copy(message: Message, arguments: list[dict[str, Any] | ValueError] | None = None) -> Message:
+    """The assistant message as it enters history: text fixed, arguments valid JSON.
+
+    ``arguments`` is ``read_tool_arguments(message)`` when already known:
+    arguments that parsed are kept as sent, and only broken ones are repaired.
+    """
+    text = message.get("content") or ""
+    clean: Message = {"role": "assistant",
+                      "content": text if isinstance(text, str) and text.isascii() else strip_surrogates(text)}
+    calls = tool_calls_of(message)
+    if calls:
+        if arguments is None:
+            arguments = read_tool_arguments(message)
+        clean["tool_calls"] = [
+            {"id": call.get("id", ""), "type": "function",
+             "function": {"name": (call.get("function") or {}).get("name", ""),
+                          "arguments": _history_arguments((call.get("function") or {}).get("arguments"), parsed)}}
+            for call, parsed in zip(calls, arguments, strict=True)
+        ]
+    return clean
+
+
+def _history_arguments(raw: str | None, parsed: dict[str, Any] | ValueError) -> str:
+    """``repair_tool_arguments(raw)`` given the parse of ``raw``: text that parsed needs no second parse."""
+    if isinstance(parsed, ValueError):
+        return repair_tool_arguments(raw)
+    return raw if raw and raw.strip() else "{}"

@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Callable
 
 from ..core.messages import tool_calls_of
-from ..providers.base import ChatResponse
+from ..core.provider import ChatResponse
 from .chain import RecoveryFailed
 from .empty import has_inline_thinking, is_empty, visible_text
 from .log import RecoveryLog

@@ -9,8 +9,9 @@ is the agent's way in.
 from __future__ import annotations
 
 from hermeslab.search.documents import MessageDoc, SessionInfo, message_text
-from hermeslab.search.index import Neighbour, SearchHit, SearchIndex, SearchResult
+from hermeslab.search.index import SearchIndex
 from hermeslab.search.query import Query, parse_query
+from hermeslab.search.results import Neighbour, SearchHit, SearchResult
 from hermeslab.search.storage import SearchIndexError
 
 __all__ = [

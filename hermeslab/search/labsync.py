@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hermeslab.search.documents import MessageDoc, SessionInfo, doc_from_row, session_from_row, unix_seconds
-from hermeslab.search.index import SearchIndex, SearchResult
+from hermeslab.search.index import SearchIndex
 from hermeslab.search.query import Query
+from hermeslab.search.results import SearchResult
 from hermeslab.store.schema import LabLockedError, open_lab_file, schema_version
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ snippets), ``pending`` (the postings of each batch of messages not merged
 into blocks yet, grouped by term: see ``hermeslab.search.delta``), ``chunks``
 (message lengths and sessions packed 1,024 to a row, so a process loads them
 in a few reads) and ``sessions``.
-``meta`` holds the collection counters.
+``meta`` holds the collection counters. ``Connection`` follows the file across
+a rebuild, which swaps a new file in at the same path.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -30,6 +31,8 @@ FORMAT = 1
 MMAP_BYTES = 1 << 31
 CHUNK_DOCS = 1_024
 BLOCK_ID_BITS = 20
+#: Keys bound in one ``IN (...)`` list, well below SQLite's limit on host parameters.
+_SQL_VARIABLES = 500
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
@@ -112,6 +115,35 @@ def connect(path: Path, *, timeout: float, bulk: bool = False) -> sqlite3.Connec
     return con
 
 
+class Connection:
+    """A connection to the index file that reopens itself when the file was replaced (a rebuild)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self.con = connect(path, timeout=timeout)
+        self.file = _file_id(path)
+
+    def current(self) -> bool:
+        """Whether this is still the file at the path; reopens (and returns False) when it is not."""
+        if _file_id(self.path) == self.file:
+            return True
+        self.reopen()
+        return False
+
+    def reopen(self) -> None:
+        self.con.close()
+        self.con = connect(self.path, timeout=self.timeout)
+        self.file = _file_id(self.path)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 @contextmanager
 def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction; ``IMMEDIATE`` so two writers queue instead of failing on upgrade."""
@@ -130,6 +162,16 @@ def read_meta(con: sqlite3.Connection) -> dict[str, Any]:
 
 def write_meta(con: sqlite3.Connection, values: dict[str, Any]) -> None:
     con.executemany("UPDATE meta SET value = ? WHERE key = ?", [(value, key) for key, value in values.items()])
+
+
+def select_in(con: sqlite3.Connection, query: str, keys: Iterable[Any]) -> dict[Any, Any]:
+    """``query`` (with ``{}`` for the placeholders) over ``keys`` in slices, as a dict of its two columns."""
+    keys = list(keys)
+    found: dict[Any, Any] = {}
+    for start in range(0, len(keys), _SQL_VARIABLES):
+        part = keys[start:start + _SQL_VARIABLES]
+        found.update(con.execute(query.format(",".join("?" * len(part))), part).fetchall())
+    return found
 
 
 def block_key(term_id: int, block_id: int) -> int:

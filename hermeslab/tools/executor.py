@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from hermeslab.core.events import ToolCallFinished, ToolCallStarted
 from hermeslab.core.messages import parse_tool_arguments
 from hermeslab.tools.registry import Tool, ToolError, ToolRegistry, TransientToolError
 from hermeslab.tools.schema_check import validate
@@ -51,6 +52,21 @@ class _Call:
     arguments: str
     #: The arguments already parsed (or why they do not parse); None parses ``arguments`` when the call runs.
     parsed: dict[str, Any] | ValueError | None = None
+
+
+def tool_events(emit: Callable[..., None]) -> tuple[Callable[[Any], None], Callable[[ToolResult], None]]:
+    """``on_start`` and ``on_finish`` callbacks that publish each call's start and result through ``emit``."""
+    def started(call: Any) -> None:
+        function = (call.get("function") if isinstance(call, dict) else None) or {}
+        emit(ToolCallStarted, tool_call_id=call.get("id", "") if isinstance(call, dict) else "",
+             name=function.get("name", ""), arguments=function.get("arguments", ""))
+
+    def finished(outcome: ToolResult) -> None:
+        emit(ToolCallFinished, tool_call_id=outcome.tool_call_id, name=outcome.name, arguments=outcome.arguments,
+             result=outcome.content, is_error=outcome.is_error, duration_ms=outcome.duration_ms,
+             attempts=outcome.attempts)
+
+    return started, finished
 
 
 def execute_tool_calls(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from hermeslab.search.index import MAX_LIMIT, Neighbour, SearchResult
 from hermeslab.search.labsync import LabSearch
+from hermeslab.search.results import MAX_LIMIT, Neighbour, SearchResult
 from hermeslab.search.storage import SearchIndexError
 from hermeslab.tools.registry import Tool, ToolError
 

@@ -10,7 +10,7 @@ from ...core.messages import (
     validate_messages,
 )
 from ...core.tokens import count_text, default_counter, encoding
-from ..base import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
+from ...core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
 from .conversation import compose_reply
 
 Message = dict[str, Any]

@@ -1,36 +1,29 @@
-"""Compression at the right moments, for one logical conversation.
+"""One compression of a message list under the configured strategy, judged by the policy.
 
-The pure pipeline (``hermeslab.context``) decides *how* to compress a message
-list; the policy decides *whether*. The Compactor holds the two together with
-the summariser, the current window and what must happen around a compression
-(strategy choice, todo re-injection, the verdict for the anti-thrash breaker).
-Applying the result to a session (rotation or in-place archiving) is the
-agent's job, because only the agent emits events.
+The pure pipeline decides *how* to compress a message list; the policy decides
+*whether*. The Compactor holds the two together with the summariser, the
+current window and what must happen around a compression (strategy choice,
+todo re-injection, the verdict for the anti-thrash breaker). *When* to ask for
+one is the ``ContextDriver``'s question; applying the result to a session
+(rotation or in-place archiving) is the caller's.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .context import (
-    Budgets,
-    CompressionPolicy,
-    CompressionState,
-    Summariser,
-    compress,
-    derive_budgets,
-    is_summary_message,
-    observation_masking,
-    plan_compression,
-    sliding_window,
-)
-from .context.estimate import list_estimator, message_estimator
-from .core.config import Config
-from .core.tokens import default_counter, rough_tool_schema_tokens
-from .tools.todo import TodoStore
+from ..core.config import Config
+from ..core.tokens import default_counter, list_estimator, message_estimator, rough_tool_schema_tokens
+from .baselines import observation_masking, sliding_window
+from .budget import Budgets, derive_budgets
+from .pipeline import CompressionState, compress, plan_compression
+from .policy import CompressionPolicy
+from .types import Summariser, is_summary_message
+
+#: Text of the open todo items to re-inject after a summary, or None when there are none.
+TodoNote = Callable[[], "str | None"]
 
 @dataclass
 class Compaction:
@@ -51,7 +44,7 @@ class Compaction:
 class Compactor:
     """Runs the configured compression strategy when the policy allows it."""
 
-    def __init__(self, config: Config, summariser: Summariser, *, todos: TodoStore | None = None,
+    def __init__(self, config: Config, summariser: Summariser, *, todos: TodoNote | None = None,
                  state: CompressionState | None = None, clock: Callable[[], float] = time.monotonic,
                  pre_compress: Callable[[list[dict[str, Any]]], str | None] | None = None):
         self.config = config
@@ -147,7 +140,7 @@ class Compactor:
         A summary merged into an assistant message may carry tool calls: the note
         then follows their results, never splitting a call from its result.
         """
-        text = self.todos.format_for_injection() if self.todos is not None else None
+        text = self.todos() if self.todos is not None else None
         if not text:
             return messages
         note = {"role": "user", "content": text, "_synthetic": True}
@@ -157,18 +150,4 @@ class Compactor:
         while at < len(messages) and messages[at].get("role") == "tool":
             at += 1
         return messages[:at] + [note] + messages[at:]
-
-
-def next_title(title: str | None, fallback: str) -> str:
-    """``Title`` → ``Title (2)`` → ``Title (3)``: the name of a continuation session."""
-    base = (title or fallback).strip() or "session"
-    match = re.fullmatch(r"(.*) \((\d+)\)", base)
-    if match:
-        return f"{match.group(1)} ({int(match.group(2)) + 1})"
-    return f"{base} (2)"
-
-
-def title_from(text: str | None, limit: int = 60) -> str:
-    words = " ".join((text or "").split())
-    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
 

@@ -1,46 +1,13 @@
-"""Run the real hermes-agent 0.19.0 compressor beside hermeslab and report its decisions.
+"""``HermesReference``: drive the Hermes reference worker from hermeslab, one JSON line per call.
 
-hermes-agent pins exact library versions (among them an older ``openai``), so
-it lives in a virtualenv of its own (`ensure_hermes_venv`) and runs in a
-child process, `hermes_worker.py`, which `HermesReference` drives over JSON
-lines on stdin/stdout. The worker gets an empty temporary ``HERMES_HOME`` (no
+The worker (``hermeslab.reference.worker``) runs the real hermes-agent 0.19.0
+compressor in a child process under the Python of its own virtualenv
+(``hermeslab.reference.venv``). It gets an empty temporary ``HERMES_HOME`` (no
 user config can reroute anything) and an environment without ``*_API_KEY``
 variables, and Hermes's summary call is answered by a fixed stand-in text, so
-nothing ever leaves the machine.
-
-How the decisions of one ``compress()`` call are extracted (all inside the
-worker, by watching Hermes rather than re-deriving its rules):
-
-- **Budgets** are read from the freshly built ``ContextCompressor``.
-- **Head, start and end**: the compressor's ``_protect_head_size`` and
-  ``_find_tail_cut_by_tokens`` are wrapped; ``compress()`` passes its aligned
-  start to the tail cut and uses the returned cut as its end, so the wrapper's
-  argument and result are exactly the span it goes on to replace.
-- **Summarised span**: ``_generate_summary`` is wrapped and the turns it
-  receives are located in the pruned list by object identity. The span is
-  narrower than ``[start, end)`` when Hermes found an earlier handoff summary
-  inside the window (reported as ``previous_summary_index``).
-- **Prune decisions**: ``_prune_old_tool_results`` is wrapped and its output is
-  diffed against the input message by message (pruning rewrites in place, so
-  indices line up). Each change is classified by what changed: tool-call
-  arguments → ``shrink_args``; multimodal tool content → ``image_placeholder``;
-  text equal to Hermes's duplicate back-reference (learned once at start-up by
-  pruning two identical results) → ``dedupe``; text that Hermes's one-liner
-  builder produced during this pass (recorded by wrapping it) → ``one_line``.
-  Any other change is reported as an error instead of being guessed.
-- **Prune boundary**: Hermes's backward budget walk sizes one message per call
-  of ``_estimate_msg_budget_tokens``; counting those calls during the prune pass
-  gives where the walk stopped, and Hermes's ``protect_last_n`` floor can only
-  move it earlier. Every non-dedupe rewrite is checked to lie below it.
-
-Replays follow Hermes's agent: the system prompt is held apart from the
-transcript handed to ``compress()`` but counted in every prompt estimate, and
-the stand-in summary has the size of a short real one, because it stays in the
-context and is counted by every later trigger check. With these two choices a
-16K replay of the mini-swe-agent recordings reproduces the figures measured
-independently for Hermes 0.19.0 (648 compress() calls, 87 still over the window, 62 outputs with two
-summaries, 62 missing the latest user message, 143 summarising only the
-previous summary).
+nothing ever leaves the machine. Arguments are checked here, before they
+cross the process boundary, so a mistake reads as a ``HermesInputError`` from
+the call that made it rather than as an error from inside Hermes.
 """
 
 from __future__ import annotations
@@ -48,161 +15,21 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import venv
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from hermeslab.core.messages import MessageValidationError, validate_messages
+from hermeslab.reference.errors import HermesInputError, HermesReferenceError
+from hermeslab.reference.venv import ensure_hermes_venv, venv_python
 
-HERMES_REQUIREMENT = "hermes-agent==0.19.0"
-VENV_ENV_VAR = "HERMESLAB_HERMES_VENV"
-DEFAULT_VENV = Path.home() / ".cache" / "hermeslab" / "hermes-agent-0.19.0"
-MARKER_NAME = "hermeslab-venv.json"
-WORKER_SCRIPT = Path(__file__).with_name("hermes_worker.py")
-SUPPORTED_PYTHONS = ((3, 11), (3, 13))  # hermes-agent 0.19.0 declares >=3.11,<3.14
-
-_NETWORK_SIGNS = (
-    "could not find a version that satisfies",
-    "no matching distribution found",
-    "failed to establish a new connection",
-    "temporary failure in name resolution",
-    "name or service not known",
-    "network is unreachable",
-    "connection refused",
-    "connecttimeout",
-    "read timed out",
-    "max retries exceeded",
-)
-
-
-class HermesReferenceError(RuntimeError):
-    """The Hermes reference could not be installed, started or could not answer.
-
-    ``worker_traceback`` holds the traceback raised inside Hermes (if any) and
-    ``stderr`` the last lines the worker wrote to its error stream.
-    """
-
-    def __init__(self, message: str, *, worker_traceback: str = "", stderr: str = ""):
-        self.worker_traceback = worker_traceback
-        self.stderr = stderr
-        details = message
-        if worker_traceback:
-            details += f"\n--- worker traceback ---\n{worker_traceback.rstrip()}"
-        if stderr:
-            details += f"\n--- worker stderr (last lines) ---\n{stderr.rstrip()}"
-        super().__init__(details)
-
-
-class HermesInputError(HermesReferenceError, ValueError):
-    """A call was given arguments the reference cannot run on."""
-
-
-# ---------------------------------------------------------------- the virtualenv
-
-
-def default_venv_path() -> Path:
-    configured = os.environ.get(VENV_ENV_VAR)
-    return Path(configured).expanduser() if configured else DEFAULT_VENV
-
-
-def venv_python(path: Path) -> Path:
-    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def read_marker(path: Path) -> dict | None:
-    """The completion record of a venv, or None when it is missing, unreadable or for another version."""
-    try:
-        marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(marker, dict) or marker.get("requirement") != HERMES_REQUIREMENT:
-        return None
-    return marker if marker.get("complete") is True and venv_python(path).exists() else None
-
-
-def ensure_hermes_venv(path: Path | None = None) -> Path:
-    """Return a virtualenv holding hermes-agent 0.19.0, creating it on first use.
-
-    The location is ``path``, else ``$HERMESLAB_HERMES_VENV``, else
-    ``~/.cache/hermeslab/hermes-agent-0.19.0``. A venv is reused when its marker
-    file records a completed install; an unfinished one is rebuilt. Concurrent
-    callers wait on a lock file beside the venv instead of installing twice.
-    """
-    target = Path(path).expanduser() if path is not None else default_venv_path()
-    if read_marker(target):
-        return target
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(target.parent / f".{target.name}.lock"))
-        with lock:
-            if not read_marker(target):
-                _build_venv(target)
-    except OSError as exc:
-        raise HermesReferenceError(f"could not prepare the Hermes venv at {target}: {exc}") from exc
-    return target
-
-
-def _build_venv(target: Path) -> None:
-    if not (SUPPORTED_PYTHONS[0] <= sys.version_info[:2] <= SUPPORTED_PYTHONS[1]):
-        raise HermesReferenceError(
-            f"{HERMES_REQUIREMENT} needs Python 3.11 to 3.13; this interpreter is {sys.version.split()[0]}"
-        )
-    if target.exists():
-        if any(target.iterdir()) and not (target / "pyvenv.cfg").exists():
-            raise HermesReferenceError(f"{target} exists and is not a virtualenv; refusing to replace it")
-        shutil.rmtree(target)
-    started = time.perf_counter()
-    try:
-        venv.EnvBuilder(with_pip=True, clear=True).create(target)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise HermesReferenceError(f"could not create a virtualenv at {target}: {exc}") from exc
-    command = [
-        str(venv_python(target)), "-m", "pip", "install",
-        "--disable-pip-version-check", "--no-input", HERMES_REQUIREMENT,
-    ]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise HermesReferenceError(_install_failure(result))
-    check = subprocess.run(
-        [str(venv_python(target)), "-I", "-c", "import agent.context_compressor"],
-        capture_output=True, text=True,
-    )
-    if check.returncode != 0:
-        raise HermesReferenceError(
-            f"{HERMES_REQUIREMENT} installed but its compressor does not import:\n{_tail(check.stderr)}"
-        )
-    marker = {
-        "requirement": HERMES_REQUIREMENT,
-        "complete": True,
-        "python": sys.version.split()[0],
-        "install_seconds": round(time.perf_counter() - started, 1),
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    (target / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-
-
-def _install_failure(result: subprocess.CompletedProcess) -> str:
-    output = f"{result.stdout}\n{result.stderr}"
-    if any(sign in output.lower() for sign in _NETWORK_SIGNS):
-        return (
-            f"pip could not download {HERMES_REQUIREMENT}: the package index was not reachable or "
-            f"does not offer it (no network access?). Last pip output:\n{_tail(output)}"
-        )
-    return f"pip install {HERMES_REQUIREMENT} failed (exit code {result.returncode}):\n{_tail(output)}"
-
-
-def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+#: The worker program: a directory run as ``python -I WORKER_DIR`` (see ``hermeslab.reference.worker``).
+WORKER_DIR = Path(__file__).with_name("worker")
 
 
 # ---------------------------------------------------------------- input checks
@@ -281,7 +108,7 @@ class HermesReference:
         env["HERMES_HOME"] = self._home.name
         try:
             self._process = subprocess.Popen(
-                [str(python), "-I", str(WORKER_SCRIPT)],
+                [str(python), "-I", str(WORKER_DIR)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=self._home.name, env=env,
             )

@@ -1,4 +1,4 @@
-"""The Provider protocol every model backend implements.
+"""The provider contract: what every model backend takes, returns and raises.
 
 A provider takes a ``ChatRequest`` and either returns a whole ``ChatResponse``
 (``complete``) or yields ``StreamDelta`` fragments followed by exactly one
@@ -9,7 +9,9 @@ A provider takes a ``ChatRequest`` and either returns a whole ``ChatResponse``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+
+from .tokens import count_text
 
 
 @dataclass
@@ -97,3 +99,40 @@ def context_overflow(limit: int, prompt_tokens: int) -> ProviderError:
         f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
         f"{prompt_tokens} tokens. Please reduce the length of the messages.",
         status=400, error_type="context_length_exceeded", context_limit=limit)
+
+
+def receive(provider: Provider, request: ChatRequest, *, stream: bool, on_delta: Callable[[StreamDelta], None],
+            stopped: Callable[[], bool]) -> ChatResponse:
+    """One response from ``provider``, streamed when asked: each fragment goes to ``on_delta``.
+
+    When ``stopped()`` turns true mid-stream, the text so far comes back as an
+    assistant message marked ``_interrupted``, so the caller can keep it.
+    """
+    if not stream:
+        return provider.complete(request)
+    parts: list[str] = []
+    fragments = provider.stream(request)
+    try:
+        for item in fragments:
+            if isinstance(item, ChatResponse):
+                return item
+            if isinstance(item, StreamDelta):
+                parts.append(item.text)
+                on_delta(item)
+            if stopped():
+                return ChatResponse(message={"role": "assistant", "content": "".join(parts), "_interrupted": True},
+                                    finish_reason="interrupted", usage=None, model=request.model)
+    finally:
+        if callable(getattr(fragments, "close", None)):
+            fragments.close()
+    raise ProviderError("the stream ended without a final response", error_type="invalid_response")
+
+
+def usage_or_estimate(response: ChatResponse, estimate: int) -> tuple[Usage, bool]:
+    """The provider's usage, or (flagged True) ``estimate`` for the prompt and a count of the reply."""
+    if response.usage is not None:
+        return response.usage, False
+    message = response.message
+    completion = count_text(message.get("content") or "") + sum(
+        count_text((call.get("function") or {}).get("arguments") or "") for call in message.get("tool_calls") or ())
+    return Usage(prompt_tokens=estimate, completion_tokens=completion), True

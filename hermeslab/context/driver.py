@@ -1,0 +1,203 @@
+"""When to compress one conversation: the triggers of the live loop, in one place.
+
+The agent asks the driver at fixed points of a turn and applies what it gets
+back; every replay runs through the agent, so a replay's compressions are the
+live loop's by construction. The points, in the order a turn meets them:
+
+* ``preflight`` — before the turn's first call, asked again after each applied
+  pass until it answers None: at most ``PREFLIGHT_PASSES`` passes, stopping
+  when a pass changed nothing or made no progress;
+* ``before_call`` — the pressure check before every later call, on the size of
+  the prompt about to be sent. It needs more than one message and waits, after
+  any compression, for the provider's reading of the compressed prompt (the
+  same content must not be compressed twice on an estimate);
+* ``after_tools`` — the per-turn check on the provider's reported prompt
+  tokens of the call that asked for the tools;
+* ``overflow`` — the provider refused the prompt as too large: lower the
+  window to the stated limit, compress past the automatic gate, and say
+  whether asking again can help.
+
+The driver measures prompts in the unit its thresholds use (tiktoken counts
+corrected by the provider's readings, or Hermes's chars/4) and keeps those
+readings; it never touches a session or emits an event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, default_counter
+from .compactor import Compaction, Compactor
+from .policy import PREFLIGHT_PASSES, made_progress
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OverflowStep:
+    """What to do after a refusal as too large: ``compress``, ``strip_images``, ``retry`` or ``give_up``."""
+
+    action: str
+    attempt: int
+    #: The compression that ran (changed or not), for the caller to apply and log.
+    compaction: Compaction | None = None
+    #: The window the provider stated, when it was smaller than the one in use.
+    lowered_window: int | None = None
+    reason: str = ""
+
+
+class ContextDriver:
+    """Decides when and how to compress one logical conversation; the caller applies each decision."""
+
+    def __init__(self, compactor: Compactor | None, *, context_length: int,
+                 counter: TokenCounter = default_counter):
+        #: None runs without context management (``compression.enabled: false``).
+        self.compactor = compactor
+        self.counter = counter
+        self.calibration = UsageCalibration()
+        self._history_tokens = RunningCount(counter)
+        self._context_length = context_length
+        #: Prompt tokens the provider reported for the latest call (None after a compression, or before any).
+        self.last_prompt_tokens: int | None = None
+        #: A compression changed the context and no call has been answered since.
+        self.awaiting_reading = False
+        self._passes = 0
+        self._last_pass: tuple[int, int, bool] | None = None  # messages, tokens before it, whether it changed
+
+    @property
+    def window(self) -> int:
+        return self.compactor.window if self.compactor is not None else self._context_length
+
+    # ------------------------------------------------------------ measuring
+
+    def count_request(self, messages: Sequence[Message], tools: Sequence[dict] | None,
+                      history: Sequence[Message] = ()) -> int:
+        """Local token count of a request; a ``messages`` that extends ``history`` counts only the extension anew."""
+        if messages is history or (history and len(messages) >= len(history)
+                                   and messages[len(history) - 1] is history[-1]):
+            counted = self._history_tokens.total(history) + sum(
+                self.counter.count_message(m) for m in messages[len(history):])
+        else:
+            counted = sum(self.counter.count_message(m) for m in messages)
+        return counted + REPLY_PRIMING + self.counter.count_tools(tools)
+
+    def estimate(self, messages: Sequence[Message], tools: Sequence[dict] | None,
+                 history: Sequence[Message] = ()) -> int:
+        """The local count corrected by what the provider reported so far."""
+        return self.calibration.apply(self.count_request(messages, tools, history))
+
+    def measure(self, history: Sequence[Message], tools: Sequence[dict] | None) -> int:
+        """The next request's size in the unit the compression thresholds use."""
+        if self.compactor is not None and self.compactor.cfg.estimator == "rough":
+            return self.compactor.estimate_request(history, tools)
+        return self.estimate(history, tools, history)
+
+    def observe(self, counted: int, reported: int | None) -> None:
+        """One answered call: its local count and the provider's reading (None when it reported no usage)."""
+        self.awaiting_reading = False
+        if reported is None:
+            return
+        self.calibration.observe(counted, reported)
+        self.last_prompt_tokens = reported
+        if self.compactor is not None:
+            self.compactor.policy.observe_prompt_tokens(reported)
+
+    # ------------------------------------------------------------ the triggers
+
+    def begin_turn(self, task: str | None) -> None:
+        """A user turn starts: the overflow allowance and the preflight passes start again."""
+        self._passes, self._last_pass = 0, None
+        if self.compactor is not None:
+            self.compactor.policy.begin_turn()
+            if self.compactor.state.original_task is None and task is not None:
+                self.compactor.state.original_task = task
+
+    def preflight(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
+        """The next preflight pass, or None when the turn may start (ask again after applying each pass)."""
+        if self.compactor is None or self._passes >= PREFLIGHT_PASSES:
+            return None
+        tokens = self.measure(history, tools)
+        if self._last_pass is not None:
+            count, before, changed = self._last_pass
+            if not changed or not made_progress(count, before, len(history), tokens):
+                self._passes = PREFLIGHT_PASSES
+                return None
+        if not self.compactor.policy.should_compress(tokens, "preflight"):
+            self._passes = PREFLIGHT_PASSES
+            return None
+        compaction = self.run(history, "preflight", tools)
+        self._passes += 1
+        self._last_pass = (len(history), tokens, compaction is not None and compaction.changed)
+        return compaction
+
+    def before_call(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
+        """The pressure check before a call that is not the turn's first."""
+        if self.compactor is None or len(history) <= 1 or self.awaiting_reading:
+            return None
+        if self.compactor.policy.should_compress(self.measure(history, tools), "pressure"):
+            return self.run(history, "pressure", tools)
+        return None
+
+    def after_tools(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
+        """The per-turn check once tool results are in, on the reading of the call that asked for them."""
+        if self.compactor is None or self.last_prompt_tokens is None:
+            return None
+        if self.compactor.policy.should_compress(self.last_prompt_tokens, "turn"):
+            return self.run(history, "turn", tools)
+        return None
+
+    def overflow(self, history: list[Message], tools: Sequence[dict] | None, error_text: str, *,
+                 payload_too_large: bool, images_stripped: bool) -> OverflowStep:
+        """The provider refused the prompt as too large: what to do before asking again.
+
+        Gives up when the turn's overflow compressions are spent, or when
+        nothing changed and the count agrees that the prompt does not fit.
+        When the count says it fits, the refusal was not about this prompt's
+        size and one more try is worth it.
+        """
+        if self.compactor is None:
+            return OverflowStep("give_up", 1, reason="compression is disabled (compression.enabled: false)")
+        policy = self.compactor.policy
+        attempt = policy.overflow_attempts + 1
+        blocked = policy.blocked_reason("overflow")
+        if blocked is not None:
+            return OverflowStep("give_up", attempt, reason=blocked)
+        limit = policy.overflow_limit(error_text, self.compactor.window)
+        if limit is not None:
+            self.compactor.lower_window(limit)
+        tokens, count = self.measure(history, tools), len(history)
+        compaction = self.run(history, "overflow", tools)
+        after = self.measure(compaction.messages, tools) if compaction is not None else tokens
+        changed = compaction is not None and compaction.changed
+        if changed and made_progress(count, tokens, len(compaction.messages), after):
+            return OverflowStep("compress", attempt, compaction, limit)
+        if payload_too_large and not images_stripped:
+            return OverflowStep("strip_images", attempt, compaction, limit)
+        if limit is None and after > self.compactor.window:
+            return OverflowStep("give_up", attempt, compaction, limit,
+                                reason="the conversation cannot be compressed further")
+        return OverflowStep("retry", attempt, compaction, limit)
+
+    def manual(self, history: list[Message], tools: Sequence[dict] | None, focus: str | None) -> Compaction | None:
+        """/compress [focus]: past the automatic gate, with the anti-thrash breaker cleared."""
+        if self.compactor is None:
+            raise RuntimeError("this agent has no compactor (compression is disabled)")
+        self.compactor.policy.reset_manual()
+        return self.run(history, "manual", tools, focus)
+
+    def run(self, history: list[Message], trigger: str, tools: Sequence[dict] | None,
+            focus: str | None = None) -> Compaction | None:
+        """One compression attempt; a changed context waits for the provider's reading of it."""
+        compaction = self.compactor.run(history, trigger=trigger, focus=focus, tools=tools)
+        if compaction is not None and compaction.changed:
+            self.last_prompt_tokens = None
+            self.awaiting_reading = True
+        return compaction
+
+    def reset(self) -> None:
+        """A new logical conversation (/new, /resume): no readings, a fresh compression state."""
+        self.last_prompt_tokens = None
+        self.awaiting_reading = False
+        if self.compactor is not None:
+            self.compactor.reset()
