@@ -10,32 +10,31 @@ knows nothing about DuckDB or widgets: it emits typed events on a bus.
 
 from __future__ import annotations
 
-import copy
 import random
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .calls import ModelCalls
 from .context.compactor import Compaction, Compactor
 from .context.driver import ContextDriver
 from .core.config import Config
-from .core.events import (ApiCallFinished, ApiCallStarted, ErrorEvent, Event, EventBus, Notice,
-                          RecoveryEvent, TextDelta, TurnFinished, TurnStarted)
+from .core.events import ErrorEvent, Event, EventBus, Notice, RecoveryEvent, TurnFinished, TurnStarted
 from .core.messages import open_tool_calls, strip_surrogates, tool_calls_of
-from .core.provider import (ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage, receive,
-                            usage_or_estimate)
+from .core.provider import Provider, ProviderError
 from .core.tokens import TokenCounter, default_counter
-from .recovery import (CallState, CredentialRefresh, ProviderSlot, RecoveryAction, RecoveryFailed, SessionSize,
-                       classify, complete_truncated, is_empty, is_truncated, repair_surrogates, repaired_request)
-from .recovery.repair import history_copy, read_tool_arguments
+from .recovery import Classification, CredentialRefresh, ProviderSlot, RecoveryAction, RecoveryFailed, is_empty
+from .recovery.repair import history_copy
 from .recovery.turn import TurnRecovery
 from .session import Session, SessionManager, new_trace_id, title_from
 from .tools.executor import execute_tool_calls, tool_events
 from .tools.registry import ToolRegistry
+from .turn import TurnInterrupted, TurnResult
 
 if TYPE_CHECKING:
     from .memory.manager import Memory
+
+__all__ = ["Agent", "TurnInterrupted", "TurnResult"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful assistant working in a local workspace through tools. "
@@ -46,29 +45,6 @@ SELF_CHECK_PROMPT = (
     "Before you finish: check your answer against the conversation and the tool results above. "
     "If something is wrong or unsupported, correct it; otherwise repeat the answer unchanged."
 )
-#: Failures of a model call that recovery classifies; anything else is a bug and propagates.
-RECOVERABLE_ERRORS = (ProviderError, UnicodeError, OSError)
-#: Backoff waits are slept in slices this long, so a stop request is honoured within one slice.
-WAIT_SLICE_SECONDS = 0.2
-
-
-class TurnInterrupted(Exception):
-    """Raised inside the loop when the user asked to stop."""
-
-
-class _ContextCompressed(Exception):
-    """A continuation of a cut reply met an overflow and the history was compressed: ask afresh."""
-
-
-@dataclass
-class TurnResult:
-    text: str
-    #: ``completed``, ``interrupted``, ``max_iterations`` or ``failed``.
-    status: str
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    api_calls: int = 0
-    error: str | None = None
 
 
 class Agent:
@@ -80,35 +56,30 @@ class Agent:
                  compactor: Compactor | None = None, fallbacks: Sequence[ProviderSlot] = (),
                  refresh_credentials: CredentialRefresh | None = None, rng: random.Random | None = None,
                  run_id: str | None = None, config_hash: str | None = None, memory: Memory | None = None):
-        self.config = config or Config()
+        self.config = config = config or Config()
         self.memory = memory  # memory files, skills, background review and memory provider; None runs without
-        self.tools = tools or ToolRegistry()
-        self.bus = bus or EventBus()
-        self.counter = counter
+        self.tools, self.bus, self.counter = tools or ToolRegistry(), bus or EventBus(), counter
         #: Stamped on every event, so the rows of a replay or an A/B run can be told apart.
         self.run_id = run_id
         #: The hash SessionStarted reports (a replay reports the config it was given, not its adjusted copy).
         self.config_hash = config_hash
-        self.recovery = TurnRecovery(self.config.recovery, ProviderSlot(provider, self.config.model.name), fallbacks,
-                                     max_retries=max(0, self.config.agent.api_max_retries), report=self._report,
+        self.recovery = TurnRecovery(config.recovery, ProviderSlot(provider, config.model.name), fallbacks,
+                                     max_retries=max(0, config.agent.api_max_retries), report=self._report,
                                      refresh=refresh_credentials, rng=rng)
-        self.context = ContextDriver(compactor, context_length=self.config.model.context_length, counter=counter)
-        prompt = self.config.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.context = ContextDriver(compactor, context_length=config.model.context_length, counter=counter)
         fresh = memory.fresh_prompt if memory is not None else (lambda text: text)
+        switched = (lambda old, new: memory.session_switched(old, new.id, new.reason, new.turns)) if memory else None
         self.sessions = SessionManager(
-            session or Session(system_prompt=fresh(prompt), source=source), emit=self._emit, wants=self.bus.wants,
-            counter=counter, started_fields=self._started_fields, fresh_prompt=fresh,
-            on_switch=(lambda old, new: memory.session_switched(old, new.id, new.reason, new.turns)) if memory else None)
+            session or Session(system_prompt=fresh(config.agent.system_prompt or DEFAULT_SYSTEM_PROMPT), source=source),
+            emit=self._emit, wants=self.bus.wants, counter=counter, started_fields=self._started_fields,
+            fresh_prompt=fresh, on_switch=switched)
         if memory is not None:
             memory.attach(self.bus)
-        self._sleep = sleep
-        self._stop = threading.Event()
-        self._turn_lock = threading.Lock()
-        self._trace_id = ""
-        self._api_calls = 0
-        self._turn_added: list[dict[str, Any]] = []
+        self._stop, self._turn_lock = threading.Event(), threading.Lock()
+        self.calls = ModelCalls(config, self.recovery, self.context, emit=self._emit, stop=self._stop, sleep=sleep,
+                                schemas=self._schemas, overflow=self._overflow)
+        self._trace_id, self._turn_added = "", []
         self._warned_repeated_compression = False
-        self._parsed: tuple[dict[str, Any] | None, list] = (None, [])  # a reply and its parsed tool arguments
 
     # ------------------------------------------------------------ public API
 
@@ -157,34 +128,33 @@ class Agent:
     def new_session(self) -> str:
         """/new: end this conversation and start an empty one (a new logical conversation)."""
         with self._turn_lock:
-            self._reset_context()
+            self._warned_repeated_compression = False
+            self.context.reset()
             return self.sessions.new()
 
     def branch(self) -> str:
         """/branch: continue in a child session with the same history; the parent stays as it was."""
         with self._turn_lock:
-            if self.compactor is not None:  # the branch goes on with its own copy of the compression state
-                self.compactor.state = copy.deepcopy(self.compactor.state)
-                self.compactor.policy.state = self.compactor.state
+            self.context.fork()
             return self.sessions.branch()
 
     def resume(self, session_id: str, messages: list[dict[str, Any]], *, next_seq: int, turns: int = 0) -> None:
         """/resume: continue a logged session from its stored history (already in the log)."""
         with self._turn_lock:
-            self._reset_context()
+            self._warned_repeated_compression = False
+            self.context.reset()
             self.sessions.resume(session_id, messages, next_seq=next_seq, turns=turns)
 
     # ------------------------------------------------------------ the turn
 
     def _run_turn(self, texts: list[str]) -> TurnResult:
-        text, session = "\n\n".join(texts), self.session
+        session, result, text = self.session, TurnResult(text="", status="completed"), "\n\n".join(texts)
         if texts and not session.started and session.title is None and session.reason == "new":
             session.title = title_from(texts[0])
         self.sessions.start()
         self.session.turns += 1
-        self._trace_id, self._api_calls, self._turn_added = new_trace_id(), 0, []
+        self._trace_id, self._turn_added, self.calls.count = new_trace_id(), [], 0
         self.recovery.begin_turn()
-        result = TurnResult(text="", status="completed")
         self._emit(TurnStarted, user_text=text)
         recalled = self.memory.recall(text, self.session.id) if self.memory is not None and texts else None
         if recalled is not None:
@@ -194,8 +164,8 @@ class Agent:
             parent = self._add({"role": "user", "content": strip_surrogates(part)}, parent)
         try:
             self.context.begin_turn(texts[0] if texts else None)
-            while (pass_ := self.context.preflight(self.messages, self._schemas())) is not None:
-                self._apply(pass_)
+            while (preflight := self.context.preflight(self.messages, self._schemas())) is not None:
+                self._apply(preflight)
             result.text, result.status = self._loop(parent, result)
         except (TurnInterrupted, KeyboardInterrupt):
             result.status, last = "interrupted", self.messages[-1]
@@ -208,7 +178,7 @@ class Agent:
             result.text = final or f"The model call failed and the turn stopped: {exc}"
         self.recovery.end_turn(result.status)
         self._close_open_tool_calls()
-        result.messages, result.api_calls = list(self._turn_added), self._api_calls
+        result.messages, result.api_calls = list(self._turn_added), self.calls.count
         self._emit(TurnFinished, status=result.status, final_text=result.text, api_calls=result.api_calls,
                    prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
                    error=result.error)
@@ -219,10 +189,10 @@ class Agent:
     def _loop(self, parent: str | None, result: TurnResult) -> tuple[str, str]:
         self_check_pending = self.config.agent.self_check
         for iteration in range(self.config.agent.max_iterations):
-            self._check_stop()
+            self.calls.check_stop()
             if iteration:
                 self._apply(self.context.before_call(self.messages, self._schemas()))
-            response = self._next_response(self.messages + self.recovery.scaffold, result)
+            response = self.calls.reply(self.messages + self.recovery.scaffold, self.messages, result)
             if response is None:
                 continue
             if response.message.get("_interrupted"):
@@ -231,124 +201,44 @@ class Agent:
             if is_empty(response):
                 step = self.recovery.empty_reply(response, len(self.messages) + len(self.recovery.scaffold),
                                                  self._turn_added, self.messages)
-                if step.notice:
-                    self._emit(Notice, level="warning", text=step.notice)
+                self._notice(step.notice)
                 if step.action == "give_up":
                     raise step.failure
+                if step.action == "answer" and step.keep:
+                    self._add({"role": "assistant", "content": step.text}, parent)
                 if step.action == "answer":
-                    if step.keep:
-                        self._add({"role": "assistant", "content": step.text}, parent)
                     return step.text, "completed"
                 continue
             self.recovery.usable_reply()
             if not tool_calls_of(response.message) and self_check_pending:
                 self_check_pending = False
-                checked = self._next_response(
-                    self.messages + [dict(response.message), {"role": "user", "content": SELF_CHECK_PROMPT}], result)
+                checked = self.calls.reply(self.messages + [dict(response.message), {"role": "user", "content":
+                                                                                     SELF_CHECK_PROMPT}],
+                                           self.messages, result)
                 if checked is None:
                     continue
-                if not checked.message.get("_interrupted") and not is_empty(checked):
-                    response = checked
-            calls, arguments = tool_calls_of(response.message), self._arguments(response.message)
-            assistant = history_copy(response.message, arguments)
-            parent = self._add(assistant, parent)
+                response = response if checked.message.get("_interrupted") or is_empty(checked) else checked
+            calls, arguments = tool_calls_of(response.message), self.calls.arguments(response.message)
+            parent = self._add(assistant := history_copy(response.message, arguments), parent)
             if not calls:
                 return assistant["content"], "completed"
             self._run_tools(calls, parent, arguments)
             self._apply(self.context.after_tools(self.messages, self._schemas()))
         return "Stopped: the turn used its whole iteration budget.", "max_iterations"
 
-    # ------------------------------------------------------------ model calls
-
-    def _next_response(self, messages: list[dict[str, Any]], result: TurnResult) -> ChatResponse | None:
-        """A reply to ``messages`` (cut replies continued, text repaired), or None when the loop must ask again."""
-        response = self._call_model(messages, result)
-        if response is None:
-            return None
-        if is_truncated(response) and not response.message.get("_interrupted"):
-            def ask(extra: list[dict[str, Any]], cap: int) -> ChatResponse:
-                more = self._call_model(messages + extra, result, max_tokens=cap)
-                if more is None:
-                    raise _ContextCompressed
-                return more
-
-            try:
-                limit = self.config.recovery.max_continuations
-                response, still_cut = complete_truncated(response, ask, self.recovery.log, limit=limit,
-                                                         cap=self.config.model.max_tokens)
-            except _ContextCompressed:
-                return None
-            if still_cut:
-                self._emit(Notice, level="warning", text=f"the answer was still cut off after {limit} continuations")
-        if not response.message.get("_interrupted") and self.recovery.retry_malformed(
-                response.message, self._arguments(response.message)):
-            return None
-        return response
-
-    def _call_model(self, messages: list[dict[str, Any]], result: TurnResult, *,
-                    max_tokens: int | None = None) -> ChatResponse | None:
-        """One model call through recovery: a response, or None when the context was compressed to fit."""
-        call_index, call, attempt = self._api_calls, CallState(), 0
-        self._api_calls += 1
-        while True:
-            attempt += 1
-            slot = self.recovery.active
-            request = ChatRequest(messages=repaired_request(list(messages), slot.repairs), model=slot.model,
-                                  tools=self._schemas(), max_tokens=max_tokens or self.config.model.max_tokens,
-                                  temperature=self.config.model.temperature)
-            counted = self.context.count_request(messages, request.tools, self.messages)
-            estimate = self.context.calibration.apply(counted)
-            self._emit(ApiCallStarted, call_index=call_index, attempt=attempt, estimated_prompt_tokens=estimate,
-                       message_count=len(messages))
-            started = time.perf_counter()
-            try:
-                response = receive(slot.provider, request, stream=self.config.agent.stream, on_delta=self._delta,
-                                   stopped=self._stop.is_set)
-            except RECOVERABLE_ERRORS as exc:
-                size = SessionSize(max(self.context.last_prompt_tokens or 0, estimate), len(messages),
-                                   self.context.window)
-                fault = classify(exc, size)
-                self._emit(ApiCallFinished, call_index=call_index, attempt=attempt, model=request.model,
-                           estimated_prompt_tokens=estimate, latency_ms=_ms_since(started), error_class=fault.name,
-                           error_message=fault.message, status_code=fault.status)
-                step = self.recovery.after_failure(fault, call, attempt, messages, self.messages)
-                if step.action == "compress":
-                    self._overflow(fault)
-                    return None
-                if step.action == "give_up":
-                    raise step.failure
-                if step.notice:
-                    self._emit(Notice, level="warning", text=step.notice)
-                self._wait(step.delay)
-                messages = step.messages
-                continue
-            response = self.recovery.repaired_reply(response)
-            usage, estimated = usage_or_estimate(response, estimate)
-            self.context.observe(counted, None if estimated else usage.prompt_tokens)
-            for name in ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens",
-                         "reasoning_tokens"):
-                setattr(result.usage, name, getattr(result.usage, name) + getattr(usage, name))
-            self._emit(ApiCallFinished, call_index=call_index, attempt=attempt, model=response.model or request.model,
-                       estimated_prompt_tokens=estimate, prompt_tokens=usage.prompt_tokens,
-                       completion_tokens=usage.completion_tokens, cache_read_tokens=usage.cache_read_tokens,
-                       cache_write_tokens=usage.cache_write_tokens, reasoning_tokens=usage.reasoning_tokens,
-                       usage_estimated=estimated, latency_ms=_ms_since(started), finish_reason=response.finish_reason)
-            return response
-
-    def _overflow(self, fault: Any) -> None:
+    def _overflow(self, fault: Classification) -> None:
         """The prompt is too large: the driver compresses (maybe to a lowered window); give up when it cannot help."""
         step = self.context.overflow(self.messages, self._schemas(), fault.text,
                                      payload_too_large=fault.name == "payload_too_large",
                                      images_stripped="strip_images" in self.recovery.active.repairs)
         if step.lowered_window is not None:
-            self._emit(Notice, level="warning",
-                       text=f"the provider's window is {step.lowered_window:,} tokens; budgets lowered")
+            self._notice(f"the provider's window is {step.lowered_window:,} tokens; budgets lowered")
         self._apply(step.compaction)
         failed = self.recovery.after_overflow(fault, step.action, step.attempt, step.reason, step.lowered_window)
         if failed is not None:
             raise failed.failure
 
-    # ------------------------------------------------------------ context
+    # ------------------------------------------------------------ context and tools
 
     def _apply(self, compaction: Compaction | None) -> Compaction | None:
         """Apply what the context driver produced (rotation or in place, always logged); warn when it repeats."""
@@ -356,29 +246,15 @@ class Agent:
             return None
         if compaction.changed and self.memory is not None:  # the rebuilt context shows memory as it is now
             compaction.messages = self.memory.refreshed(compaction.messages)
-        cfg = self.compactor.cfg
-        self.sessions.apply(compaction, strategy=cfg.strategy, in_place=cfg.in_place)
+        self.sessions.apply(compaction, strategy=self.compactor.cfg.strategy, in_place=self.compactor.cfg.in_place)
         count = self.compactor.state.compression_count
         if compaction.changed and count >= 2 and not self._warned_repeated_compression:
             self._warned_repeated_compression = True
-            self._emit(Notice, level="warning",
-                       text=f"the context was compressed {count} times; details from early turns may be lost")
+            self._notice(f"the context was compressed {count} times; details from early turns may be lost")
         return compaction
-
-    def _reset_context(self) -> None:
-        self._warned_repeated_compression = False
-        self.context.reset()
 
     def _schemas(self) -> list[dict[str, Any]] | None:
         return self.tools.schemas() or None
-
-    # ------------------------------------------------------------ tools
-
-    def _arguments(self, message: dict[str, Any]) -> list[dict[str, Any] | ValueError]:
-        """The reply's tool-call arguments, parsed once for the malformed check, the history copy and the tools."""
-        if self._parsed[0] is not message:
-            self._parsed = (message, read_tool_arguments(message))
-        return self._parsed[1]
 
     def _run_tools(self, calls: list[dict], assistant_id: str, arguments: list[dict[str, Any] | ValueError]) -> None:
         """Run one assistant message's tool calls (raw arguments, so a broken one is the tool's error) in order."""
@@ -387,30 +263,16 @@ class Agent:
                                           should_stop=self._stop.is_set, parsed_arguments=arguments,
                                           idempotent_retries=self.config.tools.idempotent_retries):
             self._add(outcome.message(), assistant_id)
-        self._check_stop()
+        self.calls.check_stop()
 
     def _close_open_tool_calls(self) -> None:
         """After an interruption, give calls that never ran a result so history stays valid."""
-        found = open_tool_calls(self.messages)
-        if found is not None:
-            index, ids = found
-            for call_id in ids:
-                self._add({"role": "tool", "tool_call_id": call_id, "content": "interrupted before running"},
-                          self.session.message_ids[index])
+        index, ids = open_tool_calls(self.messages) or (0, [])
+        for call_id in ids:
+            self._add({"role": "tool", "tool_call_id": call_id, "content": "interrupted before running"},
+                      self.session.message_ids[index])
 
     # ------------------------------------------------------------ bookkeeping
-
-    def _wait(self, seconds: float) -> None:
-        """Sleep in slices so that a stop request ends the wait."""
-        while seconds > 0:
-            self._check_stop()
-            self._sleep(min(seconds, WAIT_SLICE_SECONDS))
-            seconds -= WAIT_SLICE_SECONDS
-        self._check_stop()
-
-    def _check_stop(self) -> None:
-        if self._stop.is_set():
-            raise TurnInterrupted
 
     def _add(self, message: dict[str, Any], parent_id: str | None) -> str:
         self._turn_added.append(message)
@@ -420,21 +282,16 @@ class Agent:
         return {"model": self.config.model.name, "config_hash": self.config_hash or self.config.digest(),
                 "context_length": self.config.model.context_length}
 
-    def _delta(self, delta: StreamDelta) -> None:
-        if delta.text:
-            self._emit(TextDelta, text=repair_surrogates(delta.text))
-        if delta.reasoning:
-            self._emit(TextDelta, text=repair_surrogates(delta.reasoning), reasoning=True)
-
     def _report(self, action: RecoveryAction, outcome: str) -> None:
         self._emit(RecoveryEvent, fault_class=action.fault, action=action.action, attempt=action.attempt,
                    delay_s=action.delay_s, outcome=outcome)
+
+    def _notice(self, text: str | None) -> None:
+        if text:
+            self._emit(Notice, level="warning", text=text)
 
     def _emit(self, event_type: type[Event], **fields: Any) -> None:
         if self.bus.wants(event_type):
             self.bus.publish(event_type(session_id=self.session.id, turn=self.session.turns,
                                         trace_id=self._trace_id, run_id=self.run_id, **fields))
 
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000.0

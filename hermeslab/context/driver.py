@@ -24,6 +24,7 @@ readings; it never touches a session or emits an event.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -194,6 +195,12 @@ class ContextDriver:
             self.last_prompt_tokens = None
             self.awaiting_reading = True
         return compaction
+
+    def fork(self) -> None:
+        """/branch: the branch goes on with its own copy of the compression state."""
+        if self.compactor is not None:
+            self.compactor.state = copy.deepcopy(self.compactor.state)
+            self.compactor.policy.state = self.compactor.state
 
     def reset(self) -> None:
         """A new logical conversation (/new, /resume): no readings, a fresh compression state."""

@@ -36,7 +36,8 @@ from .snapshot import render_file, render_skills, render_snapshot, with_snapshot
 from .tools import memory_tool, skills_tools
 
 if TYPE_CHECKING:
-    from hermeslab.agent import Agent, TurnResult
+    from hermeslab.agent import Agent
+    from hermeslab.turn import TurnResult
 
 T = TypeVar("T")
 #: Seconds ``close`` waits for a running review (Hermes drains background work for as long).

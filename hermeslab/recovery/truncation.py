@@ -19,8 +19,9 @@ from .chain import RecoveryFailed
 from .empty import has_inline_thinking, is_empty, visible_text
 from .log import RecoveryLog
 
-#: Sends the request again with these messages after it and this output cap; returns the (repaired) reply.
-Ask = Callable[[list[dict[str, Any]], int], ChatResponse]
+#: Sends the request again with these messages after it and this output cap; returns the (repaired) reply,
+#: or None when the request was abandoned (the history was compressed meanwhile, so the turn asks afresh).
+Ask = Callable[[list[dict[str, Any]], int], "ChatResponse | None"]
 
 CONTINUE_NOTICE = ("[Your reply was cut off by the output limit. Continue exactly where it stopped, "
                    "without repeating what you already wrote.]")
@@ -62,8 +63,11 @@ def _interrupted(response: ChatResponse) -> bool:
 
 
 def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, limit: int,
-                       cap: int | None) -> tuple[ChatResponse, bool]:
+                       cap: int | None) -> tuple[ChatResponse | None, bool]:
     """The reply made whole: continued text, a re-requested tool call; True when it is still cut off.
+
+    None for the reply when ``ask`` abandoned a request: the cut reply answered
+    a history that no longer exists.
 
     Raises RecoveryFailed when the model only thought, or when its tool call
     stays cut after ``limit`` more requests (a half tool call must never run).
@@ -76,7 +80,7 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
         for n in range(1, limit + 1):
             log.open("truncated_tool_call", "retry", n)
             response = ask([], raised_output_cap(cap, n))
-            if not is_truncated(response) or _interrupted(response):
+            if response is None or not is_truncated(response) or _interrupted(response):
                 return response, False
             log.settle("failed: truncated_tool_call")
         raise RecoveryFailed("truncated_tool_call", f"the model's tool call was cut off by the output limit "
@@ -87,6 +91,8 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
     for n in range(1, limit + 1):
         log.open("truncated", "continue", n)
         more = ask(continuation_messages(parts), raised_output_cap(cap, n))
+        if more is None:
+            return None, False
         if is_empty(more) and not _interrupted(more):
             log.settle("failed: empty")
             continue

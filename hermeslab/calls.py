@@ -1,0 +1,135 @@
+"""The model calls of one conversation, each through recovery: what the loop gets is a reply it can use, or None.
+
+One call goes out with the current history (plus any scaffold recovery asked
+for), streams its text to the bus, and comes back as a reply; a failure is
+classified and handed to ``TurnRecovery``, whose step is carried out here
+(wait and send again, repaired messages, a fallback provider) until a reply
+arrives or the turn gives up. A refusal as too large goes to the caller's
+overflow handler (which compresses), and the loop asks afresh. A reply cut by
+the output limit is continued, and one with broken tool-call arguments is
+asked for again, before the loop sees it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from .context.driver import ContextDriver
+from .core.config import Config
+from .core.events import ApiCallFinished, ApiCallStarted, Notice, TextDelta
+from .core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, receive, usage_or_estimate
+from .recovery import CallState, Classification, SessionSize, classify, complete_truncated, is_truncated
+from .recovery.repair import read_tool_arguments, repair_surrogates, repaired_request
+from .recovery.turn import TurnRecovery
+from .turn import TurnInterrupted, TurnResult
+
+#: Failures of a model call that recovery classifies; anything else is a bug and propagates.
+RECOVERABLE_ERRORS = (ProviderError, UnicodeError, OSError)
+#: Backoff waits are slept in slices this long, so a stop request is honoured within one slice.
+WAIT_SLICE_SECONDS = 0.2
+
+Message = dict[str, Any]
+
+
+class ModelCalls:
+    """Asks the model for the loop; ``count`` is the number of calls this turn."""
+
+    def __init__(self, config: Config, recovery: TurnRecovery, context: ContextDriver, *,
+                 emit: Callable[..., None], stop: threading.Event, sleep: Callable[[float], None],
+                 schemas: Callable[[], list[dict[str, Any]] | None], overflow: Callable[[Classification], None]):
+        self.config, self.recovery, self.context = config, recovery, context
+        self._emit, self._stop, self._sleep = emit, stop, sleep
+        self._schemas, self._overflow = schemas, overflow
+        self.count = 0
+        self._parsed: tuple[Message | None, list] = (None, [])  # a reply and its parsed tool arguments
+
+    def reply(self, messages: list[Message], history: list[Message], result: TurnResult) -> ChatResponse | None:
+        """A reply to ``messages`` (cut replies continued, text repaired), or None when the loop must ask again."""
+        response = self.call(messages, history, result)
+        if response is not None and is_truncated(response) and not response.message.get("_interrupted"):
+            limit = self.config.recovery.max_continuations
+            response, still_cut = complete_truncated(
+                response, lambda extra, cap: self.call(messages + extra, history, result, max_tokens=cap),
+                self.recovery.log, limit=limit, cap=self.config.model.max_tokens)
+            if still_cut:
+                self._emit(Notice, level="warning", text=f"the answer was still cut off after {limit} continuations")
+        if response is None or response.message.get("_interrupted"):
+            return response
+        return None if self.recovery.retry_malformed(response.message, self.arguments(response.message)) else response
+
+    def call(self, messages: list[Message], history: list[Message], result: TurnResult, *,
+             max_tokens: int | None = None) -> ChatResponse | None:
+        """One model call through recovery: a response, or None when the context was compressed to fit."""
+        call_index, call, attempt = self.count, CallState(), 0
+        self.count += 1
+        while True:
+            attempt += 1
+            slot = self.recovery.active
+            request = ChatRequest(messages=repaired_request(list(messages), slot.repairs), model=slot.model,
+                                  tools=self._schemas(), max_tokens=max_tokens or self.config.model.max_tokens,
+                                  temperature=self.config.model.temperature)
+            counted = self.context.count_request(messages, request.tools, history)
+            estimate = self.context.calibration.apply(counted)
+            fields = {"call_index": call_index, "attempt": attempt, "estimated_prompt_tokens": estimate}
+            self._emit(ApiCallStarted, **fields, message_count=len(messages))
+            started = time.perf_counter()
+            try:
+                response = receive(slot.provider, request, stream=self.config.agent.stream, on_delta=self._delta,
+                                   stopped=self._stop.is_set)
+            except RECOVERABLE_ERRORS as exc:
+                size = SessionSize(max(self.context.last_prompt_tokens or 0, estimate), len(messages),
+                                   self.context.window)
+                fault = classify(exc, size)
+                self._emit(ApiCallFinished, **fields, model=request.model, latency_ms=_ms_since(started),
+                           error_class=fault.name, error_message=fault.message, status_code=fault.status)
+                step = self.recovery.after_failure(fault, call, attempt, messages, history)
+                if step.action == "compress":
+                    self._overflow(fault)
+                    return None
+                if step.action == "give_up":
+                    raise step.failure
+                if step.notice:
+                    self._emit(Notice, level="warning", text=step.notice)
+                self.wait(step.delay)
+                messages = step.messages
+                continue
+            response = self.recovery.repaired_reply(response)
+            usage, estimated = usage_or_estimate(response, estimate)
+            self.context.observe(counted, None if estimated else usage.prompt_tokens)
+            result.add_usage(usage)
+            self._emit(ApiCallFinished, **fields, model=response.model or request.model,
+                       prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                       cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                       reasoning_tokens=usage.reasoning_tokens, usage_estimated=estimated,
+                       latency_ms=_ms_since(started), finish_reason=response.finish_reason)
+            return response
+
+    def arguments(self, message: Message) -> list[dict[str, Any] | ValueError]:
+        """The reply's tool-call arguments, parsed once for the malformed check, the history copy and the tools."""
+        if self._parsed[0] is not message:
+            self._parsed = (message, read_tool_arguments(message))
+        return self._parsed[1]
+
+    def wait(self, seconds: float) -> None:
+        """Sleep in slices so that a stop request ends the wait."""
+        while seconds > 0:
+            self.check_stop()
+            self._sleep(min(seconds, WAIT_SLICE_SECONDS))
+            seconds -= WAIT_SLICE_SECONDS
+        self.check_stop()
+
+    def check_stop(self) -> None:
+        if self._stop.is_set():
+            raise TurnInterrupted
+
+    def _delta(self, delta: StreamDelta) -> None:
+        if delta.text:
+            self._emit(TextDelta, text=repair_surrogates(delta.text))
+        if delta.reasoning:
+            self._emit(TextDelta, text=repair_surrogates(delta.reasoning), reasoning=True)
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
