@@ -192,6 +192,7 @@ class Agent:
             self.calls.check_stop()
             if iteration:
                 self._apply(self.context.before_call(self.messages, self._schemas()))
+            self._apply(self.context.before_send(self.messages, self._schemas()))
             response = self.calls.reply(self.messages + self.recovery.scaffold, self.messages, result)
             if response is None:
                 continue
@@ -233,7 +234,8 @@ class Agent:
                                      images_stripped="strip_images" in self.recovery.active.repairs)
         if step.lowered_window is not None:
             self._notice(f"the provider's window is {step.lowered_window:,} tokens; budgets lowered")
-        self._apply(step.compaction)
+        for compaction in step.compactions:
+            self._apply(compaction)
         failed = self.recovery.after_overflow(fault, step.action, step.attempt, step.reason, step.lowered_window)
         if failed is not None:
             raise failed.failure
@@ -246,7 +248,7 @@ class Agent:
             return None
         if compaction.changed and self.memory is not None:  # the rebuilt context shows memory as it is now
             compaction.messages = self.memory.refreshed(compaction.messages)
-        self.sessions.apply(compaction, strategy=self.compactor.cfg.strategy, in_place=self.compactor.cfg.in_place)
+        self.sessions.apply(compaction, strategy=compaction.strategy, in_place=self.compactor.cfg.in_place)
         count = self.compactor.state.compression_count
         if compaction.changed and count >= 2 and not self._warned_repeated_compression:
             self._warned_repeated_compression = True

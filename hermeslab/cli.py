@@ -70,12 +70,16 @@ DEMO_SCRIPT = [
 ]
 
 
-def _load_config(path: str | None) -> Config:
-    from .core.config import ConfigError
-    from .runtime import load_config
+CONFIG_HELP = ("a YAML config (Hermes key names), a preset name (seed, hermes-0.19) or BASE,key=value,... "
+               "(compression.preset applies first)")
+
+
+def _load_config(source: str | None) -> Config:
+    """``--config``: a YAML file, a preset name or ``BASE,key=value,...`` (as ``hermeslab ab`` takes them)."""
+    from .core.config import ConfigError, load_config
 
     try:
-        return load_config(path)
+        return load_config(source)
     except (ConfigError, OSError) as exc:
         raise SystemExit(f"hermeslab: {exc}") from None
 
@@ -293,11 +297,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from .core.config import load_config
     from .eval.ab import (
         FlatSweepWarning,
         ReplayCell,
         config_label,
-        resolve_config,
         run_ab,
     )
     from .eval.stats import paired_compare
@@ -309,7 +313,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise SystemExit("hermeslab: ab needs at least two --config options")
     baseline = next(iter(configs))
     try:
-        exam = _exam_settings(args.exam, [resolve_config(spec) for spec in configs.values()] if args.exam is not None else [])
+        exam = _exam_settings(args.exam, [load_config(spec) for spec in configs.values()] if args.exam is not None else [])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
             warnings.simplefilter("always", FlatSweepWarning)
@@ -408,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="a scripted multi-turn session with the offline model, logged and plotted")
-    demo.add_argument("--config", help="YAML config (Hermes key names)")
+    demo.add_argument("--config", help=CONFIG_HELP)
     demo.add_argument("--workspace", help="folder for the demo files (default: a new temporary folder)")
     demo.add_argument("--lab", help="lab database (default: .hermeslab/lab.duckdb)")
     demo.add_argument("--plot", help="where to save the PNG plot")
@@ -417,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     chat = sub.add_parser("chat", help="interactive chat in the terminal")
-    chat.add_argument("--config", help="YAML config (Hermes key names; compression.preset applies first)")
+    chat.add_argument("--config", help=CONFIG_HELP)
     chat.add_argument("--workspace", help="folder the file and terminal tools are confined to "
                                           "(default: tools.workspace of the config, else the current folder)")
     chat.set_defaults(func=cmd_chat)
@@ -491,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "config and print its metrics as one JSON line. Bad lines are reported "
                                           "on standard error and skipped; the exit status is 1 if there were any.")
     replayer.add_argument("file", metavar="FILE", help="recorded sessions (JSONL)")
-    replayer.add_argument("--config", help="YAML config (Hermes key names; compression.preset applies first)")
+    replayer.add_argument("--config", help=CONFIG_HELP)
     replayer.add_argument("--session", action="extend", nargs="+", metavar="ID", help="only these sessions")
     replayer.add_argument("--limit", type=int, metavar="N", help="only the first N sessions")
     replayer.add_argument("--store", metavar="PATH", help="also log the replays to this lab file, tagged with the run id")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .core.config import Config, ConfigError
 
 # The agent stack (DuckDB, pandas, the openai SDK, ...) is imported by the functions that use it, so that
-# the CLI can call load_config() without paying for it.
+# importing this module costs nothing until a runtime is built.
 if TYPE_CHECKING:
     from .context.types import Summariser
     from .core.events import EventBus
@@ -168,35 +168,6 @@ def make_summariser(config: Config, provider: Any) -> Summariser:
         return extractive
     return LLMSummariser(provider, config.model.name, summary_model=config.compression.summary_model,
                          fallback=extractive)
-
-
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """A Config from YAML where ``compression.preset`` supplies the defaults the file does not set."""
-    import yaml
-
-    from .context.presets import apply_preset
-
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping")
-    Config.from_dict(data)  # report a bad key against the file as written
-    compression = data.get("compression") or {}
-    preset = compression.get("preset", "seed") if isinstance(compression, dict) else "seed"
-    base = apply_preset(Config(), preset).to_dict()
-    return Config.from_dict(_merged(base, data)).with_overrides(overrides or {})
-
-
-def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """``top`` laid over ``base``, section by section."""
-    out = dict(base)
-    for key, value in top.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def _redactor(config: Config):

@@ -6,7 +6,7 @@ import pytest
 
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.context.budget import derive_budgets, summary_budget
-from hermeslab.context.presets import PRESETS, apply_preset
+from hermeslab.core.presets import PRESETS, apply_preset
 
 
 def hermes():

@@ -15,8 +15,9 @@ from hermeslab.core.tokens import (
 )
 from hermeslab.context.assemble import split_summary
 from hermeslab.context.budget import derive_budgets
-from hermeslab.context.pipeline import ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress
-from hermeslab.context.presets import apply_preset
+from hermeslab.context.pipeline import (ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress,
+                                        plan_compression)
+from hermeslab.core.presets import apply_preset
 from hermeslab.context.types import SUMMARY_END_MARKER, SUMMARY_PREFIX, SummaryOutcome, is_summary_message
 
 from test_context_conversations import (FailingSummariser, FixedSummariser, agent_session, assistant, call, system,
@@ -309,3 +310,30 @@ def test_a_long_task_is_quoted_by_its_opening():
     state = CompressionState(compression_count=1, original_task=long_task)
     result = run(agent_session(turns=12, output_words=600, task="Look at case 0"), state=state)
     assert result.summary_text.startswith(f"{ORIGINAL_TASK_LABEL} {long_task[:ORIGINAL_TASK_MAX_CHARS]} [...]")
+
+
+def test_messages_between_the_head_and_an_earlier_summary_are_summarised_not_dropped():
+    """A rotated session can hold turns before its previous summary; under seed they enter the new summary.
+
+    Regression: the span began after the previous summary, so those turns left
+    the context unsummarised and the compression counted 0 messages removed,
+    which discarded an overflow compression whose result would have fitted.
+    """
+    head = [{"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": "Find the failing test and fix it."},
+            {"role": "assistant", "content": "Looking at the suite first: " + "detail " * 200}]
+    summary = {"role": "user", "content": f"{SUMMARY_PREFIX}\nEarlier work: ran the suite, 3 failures."}
+    later = []
+    for i in range(12):
+        later += [{"role": "assistant", "content": f"Attempt {i}: " + "reasoning " * 150},
+                  {"role": "user", "content": f"Result {i}: " + "output " * 150}]
+    messages = head + [summary] + later + [{"role": "user", "content": "Now commit it."}]
+    budgets = {p: derive_budgets(apply_preset(Config(), p).compression, 8_000) for p in ("seed", "hermes-0.19")}
+    seed = plan_compression(messages, cfg=apply_preset(Config(), "seed").compression, budgets=budgets["seed"],
+                            state=CompressionState(compression_count=1))
+    assert seed.summary_index == 3 and seed.boundary.start <= 1
+    assert messages[1] in seed.span and messages[2] in seed.span  # before the old summary, and summarised
+    hermes = plan_compression(messages, cfg=apply_preset(Config(), "hermes-0.19").compression,
+                              budgets=budgets["hermes-0.19"], state=CompressionState(compression_count=1))
+    assert hermes.summary_index == 3 and hermes.boundary.start == 1
+    assert messages[2] not in hermes.span  # Hermes summarises only what follows the old summary

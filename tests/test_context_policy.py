@@ -10,7 +10,7 @@ from hermeslab.core.config import Config
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState
 from hermeslab.context.policy import CompressionPolicy, made_progress, parse_context_limit
-from hermeslab.context.presets import apply_preset
+from hermeslab.core.presets import apply_preset
 
 
 @dataclass

@@ -15,7 +15,7 @@ from hermeslab.core.tokens import list_estimator
 from hermeslab.context.assemble import sanitize_tool_pairs, split_summary
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS, CompressionState, compress, plan_compression
-from hermeslab.context.presets import apply_preset
+from hermeslab.core.presets import apply_preset
 from hermeslab.context.turns import first_real_user_index, last_real_user_index
 from hermeslab.context.types import is_summary_message
 

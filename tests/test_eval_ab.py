@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hermeslab.context.presets import apply_preset
+from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.eval.ab import (
     FlatSweepWarning,
@@ -24,9 +24,9 @@ from hermeslab.eval.ab import (
     flat_metrics,
     gather_recordings,
     plan_work,
-    resolve_config,
     run_ab,
 )
+from hermeslab.core.config import load_config
 from hermeslab.recordings import Recording
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.eval.results import ResultsFile, read_results
@@ -111,21 +111,21 @@ def run(recordings=SESSIONS, configs=CONFIGS, **options) -> pd.DataFrame:
 
 
 def test_configs_from_presets_overrides_files_and_objects(tmp_path):
-    hermes = resolve_config("hermes-0.19")
+    hermes = load_config("hermes-0.19")
     assert hermes.compression.preset == "hermes-0.19" and hermes.compression.estimator == "rough"
-    small = resolve_config("hermes-0.19, model.context_length=16000,compression.threshold=0.6")
+    small = load_config("hermes-0.19, model.context_length=16000,compression.threshold=0.6")
     assert (small.model.context_length, small.compression.threshold) == (16_000, 0.6)
     assert small.compression.estimator == "rough"
-    plain = resolve_config("compression.small_window_limit=null")
+    plain = load_config("compression.small_window_limit=null")
     assert plain.compression.preset == "seed" and plain.compression.small_window_limit is None
     path = tmp_path / "wide.yaml"
     path.write_text(yaml.safe_dump({"compression": {"preset": "hermes-0.19"}, "model": {"context_length": 32000}}))
     for spec in (path, str(path)):
-        loaded = resolve_config(spec)
+        loaded = load_config(spec)
         assert (loaded.model.context_length, loaded.compression.estimator) == (32_000, "rough")
-    assert resolve_config(f"{path},model.context_length=4000").model.context_length == 4_000
+    assert load_config(f"{path},model.context_length=4000").model.context_length == 4_000
     given = apply_preset(Config(), "seed")
-    assert resolve_config(given) is given
+    assert load_config(given) is given
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -140,7 +140,7 @@ def test_configs_from_presets_overrides_files_and_objects(tmp_path):
 ])
 def test_bad_configs_are_named(spec, message):
     with pytest.raises(ConfigError, match=message):
-        resolve_config(spec)
+        load_config(spec)
 
 
 def test_config_labels():
@@ -339,7 +339,7 @@ def test_the_runs_table_describes_each_run(tmp_path):
     assert row["hermeslab_version"] and row["host"] and row["finished_at"] >= row["started_at"]
     configs = json.loads(row["configs"])
     assert [c["name"] for c in configs] == ["hermes", "seed"]
-    assert configs[0]["hash"] == resolve_config(CONFIGS["hermes"]).digest()
+    assert configs[0]["hash"] == load_config(CONFIGS["hermes"]).digest()
     assert yaml.safe_load(configs[0]["yaml"])["model"]["context_length"] == 8_000
     assert json.loads(row["problems"]) == []
 
@@ -411,12 +411,12 @@ def test_a_results_file_from_before_failed_turns_still_loads_and_resumes(tmp_pat
 
 
 def test_thresholds_below_the_floor_come_to_the_same_budgets():
-    low, high = (resolve_config(f"seed,model.context_length=8000,compression.threshold={t}") for t in (0.5, 0.7))
+    low, high = (load_config(f"seed,model.context_length=8000,compression.threshold={t}") for t in (0.5, 0.7))
     assert budget_effect(low) == budget_effect(high) == {"threshold_tokens": 6_800, "summary_tokens": 2_000}
-    floorless = {t: resolve_config(f"seed,model.context_length=8000,compression.min_threshold_tokens=0,"
+    floorless = {t: load_config(f"seed,model.context_length=8000,compression.min_threshold_tokens=0,"
                                    f"compression.threshold={t}") for t in (0.5, 0.7)}
     assert [budget_effect(c)["threshold_tokens"] for c in floorless.values()] == [4_000, 5_600]
-    wide = resolve_config("seed,model.context_length=200000,compression.summary_ratio=0.3")
+    wide = load_config("seed,model.context_length=200000,compression.summary_ratio=0.3")
     assert budget_effect(wide) == {"threshold_tokens": 100_000, "summary_ratio": 0.3, "summary_min_tokens": 2_000,
                                    "summary_cap_tokens": 10_000}
 
@@ -446,15 +446,15 @@ def test_a_flat_sweep_is_named_once_with_its_settings_and_effective_values():
     {"a": "seed,model.context_length=8000", "b": Config().with_overrides({"model.context_length": 8000})},
 ])
 def test_configs_that_differ_in_effect_raise_no_warning(configs):
-    named = {name: resolve_config(spec) for name, spec in configs.items()}
+    named = {name: load_config(spec) for name, spec in configs.items()}
     assert equivalent_configs(named) == []
 
 
 def test_two_presets_under_the_same_floors_are_told_apart_by_their_other_settings():
-    named = {name: resolve_config(f"{name},model.context_length=8000") for name in ("seed", "hermes-0.19")}
+    named = {name: load_config(f"{name},model.context_length=8000") for name in ("seed", "hermes-0.19")}
     assert budget_effect(named["seed"]) == budget_effect(named["hermes-0.19"])
     assert equivalent_configs(named) == []
-    hermes = {f"h{t}": resolve_config(f"hermes-0.19,model.context_length=8000,compression.threshold={t}")
+    hermes = {f"h{t}": load_config(f"hermes-0.19,model.context_length=8000,compression.threshold={t}")
               for t in (0.5, 0.9)}
     [note] = equivalent_configs(hermes)
     assert note.startswith("configs 'h0.5', 'h0.9' differ only in compression.threshold (h0.5: 0.5, h0.9: 0.9)")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hermeslab.cli import main
-from hermeslab.context import apply_preset
+from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.eval.ab import ReplayCell
 from hermeslab.eval.exam import (

@@ -11,7 +11,7 @@ import pytest
 from shared_data import dataset
 
 from hermeslab.cli import main
-from hermeslab.context import apply_preset
+from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, EventBus, MessageAdded, SessionStarted, ToolCallFinished
 from hermeslab.eval.metrics import measure
@@ -177,9 +177,19 @@ def test_a_call_the_recording_has_no_result_for_is_a_tool_mismatch():
 def test_a_window_too_small_for_the_recording_fails_turns_and_counts_the_missed_calls():
     rec = recording(user("Read the file."), reply("", ("c1", "cat big.txt")), result("c1", "word " * 4_000),
                     reply("It is long."))
-    run = replay(rec, seed(**{"model.context_length": 1_000}))
+    run = replay(rec, seed(**{"model.context_length": 1_000, "compression.fit_on_overflow": False}))
     assert run.statuses == ["failed"] and run.refused_calls >= 1
     assert run.deviations["missed_calls"] == 1
+
+
+def test_under_seed_a_result_larger_than_the_window_is_cut_to_fit_and_the_turn_completes():
+    rec = recording(user("Read the file."), reply("", ("c1", "cat big.txt")), result("c1", "word " * 4_000),
+                    reply("It is long."))
+    run = replay(rec, seed(**{"model.context_length": 1_000}))
+    assert run.statuses == ["completed"] and run.refused_calls == 0 and run.deviations["missed_calls"] == 0
+    fit = next(c for c in run.compressions if c.strategy == "fit_window")
+    cut = fit.after[-1]["content"]
+    assert "characters cut to fit the context window" in cut and cut.startswith("word word")
 
 
 # ---------------------------------------------------------------- bad input

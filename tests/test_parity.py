@@ -20,13 +20,9 @@ from pathlib import Path
 import pytest
 from shared_data import dataset, hermes_venv
 
-from hermeslab.context import (
-    CompressionState,
-    apply_preset,
-    derive_budgets,
-    plan_compression,
-)
+from hermeslab.context import CompressionState, derive_budgets, plan_compression
 from hermeslab.core.config import Config
+from hermeslab.core.presets import apply_preset
 from hermeslab.reference.client import HermesReference
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,8 @@ from functools import lru_cache
 import pytest
 from shared_data import dataset, hermes_venv
 
-from hermeslab.context import SUMMARY_END_MARKER, SUMMARY_PREFIX, apply_preset
+from hermeslab.context import SUMMARY_END_MARKER, SUMMARY_PREFIX
+from hermeslab.core.presets import apply_preset
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import default_counter
@@ -119,10 +120,26 @@ def test_tool_schemas_count_toward_every_prompt():
     assert [b.prompt_before + schema_tokens for b in bare.calls] == [w.prompt_before for w in with_tools.calls]
 
 
-def test_a_call_that_cannot_fit_is_recorded_as_unfittable_not_as_over_the_window():
-    recording = coding_recording(6)
-    recording[-3]["content"] = "huge output " * 20_000  # the newest tool result alone is far beyond the window
+def test_a_message_larger_than_the_window_is_cut_to_fit_and_the_turn_goes_on_under_seed():
+    recording = [{"role": "system", "content": "You are a coding agent."},
+                 {"role": "user", "content": "What does big.log say?"},
+                 {"role": "assistant", "content": "", "tool_calls": [call("c1", "cat big.log")]},
+                 {"role": "tool", "tool_call_id": "c1", "content": "huge output " * 20_000},
+                 {"role": "assistant", "content": "It is a long log."}]
     report = replay_session(recording, None, config=seed(), summariser=ExtractiveSummariser(), context_length=8_000)
+    totals = report.totals()
+    assert totals["failed_turns"] == totals["over_window_calls"] == totals["unfittable_calls"] == 0
+    assert totals["messages_cut_to_fit"] == totals["fit_compressions"] == 1
+    assert [c.message_index for c in report.calls] == [2, 4] and report.calls[-1].prompt_after <= 8_000
+    fit = next(c for c in report.compressions if c.strategy == "fit_window")
+    assert fit.trigger == "overflow" and fit.outcome == "fit" and not fit.latest_user_missing
+
+
+def test_without_the_fit_a_call_that_cannot_fit_is_refused_and_recorded_as_unfittable():
+    recording = coding_recording(6)
+    recording[-3]["content"] = "huge output " * 20_000
+    config = seed().with_overrides({"compression.fit_on_overflow": False})
+    report = replay_session(recording, None, config=config, summariser=ExtractiveSummariser(), context_length=8_000)
     assert [(e.kind, e.message_index) for e in report.events] == [(UNFITTABLE, len(recording) - 1)]
     assert "8,000-token window" in report.events[0].detail
     totals = report.totals()
@@ -142,9 +159,11 @@ def test_cooldowns_are_counted_in_simulated_calls():
                            seconds_per_call=1_000.0)
     slow = replay_session(recording, None, config=seed(), summariser=Failing(), context_length=8_000,
                           seconds_per_call=1.0)
-    assert all(c.outcome == "aborted" for c in quick.compressions + slow.compressions)
+    summaries = [c for c in quick.compressions + slow.compressions if c.strategy == "summary"]
+    assert summaries and all(c.outcome == "aborted" for c in summaries)
     # a 60 s cooldown lapses after every call at 1,000 s per call, after 60 calls at 1 s per call
-    assert len(quick.compressions) > len(slow.compressions) >= 1
+    assert sum(c.strategy == "summary" for c in quick.compressions) > sum(
+        c.strategy == "summary" for c in slow.compressions) >= 1
 
 
 def test_output_checks_see_merged_and_reinserted_messages():

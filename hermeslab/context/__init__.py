@@ -12,14 +12,13 @@ from .boundary import Boundary, choose_boundary
 from .budget import Budgets, derive_budgets, summary_budget
 from .pipeline import CompressionPlan, CompressionResult, CompressionState, compress, plan_compression
 from .policy import CompressionPolicy, parse_context_limit
-from .presets import PRESETS, apply_preset
 from .prune import PruneDecision, one_line_description, prune_messages
 from .types import SUMMARY_END_MARKER, SUMMARY_PREFIX, Summariser, SummaryOutcome, SummaryRequest, is_summary_message
 
 __all__ = [
-    "PRESETS", "SUMMARY_END_MARKER", "SUMMARY_PREFIX", "BaselineResult", "Boundary", "Budgets", "CompressionPlan",
+    "SUMMARY_END_MARKER", "SUMMARY_PREFIX", "BaselineResult", "Boundary", "Budgets", "CompressionPlan",
     "CompressionPolicy", "CompressionResult", "CompressionState", "PruneDecision", "Summariser", "SummaryOutcome",
-    "SummaryRequest", "apply_preset", "choose_boundary", "compress", "derive_budgets", "is_summary_message",
+    "SummaryRequest", "choose_boundary", "compress", "derive_budgets", "is_summary_message",
     "observation_masking", "one_line_description", "parse_context_limit", "plan_compression", "prune_messages",
     "sliding_window", "summary_budget",
 ]

@@ -67,7 +67,7 @@ def observation_masking(messages: list[dict], *, keep_last_n_observations: int =
     return BaselineResult(out, before, after, len(masked), _effective(len(masked), before, after, min_saving), record)
 
 
-def _units(messages: Sequence[dict], first: int) -> list[list[int]]:
+def units_of(messages: Sequence[dict], first: int) -> list[list[int]]:
     """Indices from ``first`` on, grouped so that an assistant's tool calls and their results stay together."""
     units: list[list[int]] = []
     for index in range(first, len(messages)):
@@ -93,7 +93,7 @@ def sliding_window(messages: list[dict], *, budget_tokens: int, estimate: Callab
     before = sum(costs)
     total = before
     dropped: set[int] = set()
-    for unit in _units(messages, first):
+    for unit in units_of(messages, first):
         if total <= budget_tokens:
             break
         if latest_user in unit:

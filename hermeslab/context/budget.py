@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hermeslab.core.config import CompressionConfig
 
-from .presets import validate_compression_config
+from ..core.presets import validate_compression_config
 
 _TARGET_RATIO_RANGE = (0.10, 0.80)
 

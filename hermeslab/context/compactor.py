@@ -18,6 +18,7 @@ from ..core.config import Config
 from ..core.tokens import default_counter, list_estimator, message_estimator, rough_tool_schema_tokens
 from .baselines import observation_masking, sliding_window
 from .budget import Budgets, derive_budgets
+from .fit import fit_to_budget
 from .pipeline import CompressionState, compress, plan_compression
 from .policy import CompressionPolicy
 from .types import Summariser, is_summary_message
@@ -35,6 +36,8 @@ class Compaction:
     verdict: dict[str, Any]
     duration_ms: float
     window: int
+    #: What produced it: the configured strategy, or ``fit_window`` (the overflow's last resort).
+    strategy: str = "summary"
 
     @property
     def changed(self) -> bool:
@@ -113,7 +116,22 @@ class Compactor:
             if self.cfg.strategy != "summary":  # the pipeline counts its own compressions
                 self.state.compression_count += 1
         return Compaction(trigger=trigger, messages=out, result=result, verdict=verdict,
-                          duration_ms=(time.perf_counter() - started) * 1000, window=self.window)
+                          duration_ms=(time.perf_counter() - started) * 1000, window=self.window,
+                          strategy=self.cfg.strategy)
+
+    def fit(self, messages: list[dict[str, Any]], *, budget_tokens: int) -> Compaction:
+        """Drop the oldest turns, then cut the longest texts, until ``messages`` cost at most ``budget_tokens``.
+
+        Not judged by the anti-thrash breaker: it runs only when the provider
+        refused a prompt that compressing could not make fit.
+        """
+        started = time.perf_counter()
+        result = fit_to_budget(messages, budget_tokens=budget_tokens, estimate=self._estimate_message)
+        verdict = {"trigger": "overflow", "ineffective": not result.effective, "reasons": [], "fit": True,
+                   "streak": self.state.ineffective_streak, "auto_disabled": self.state.auto_disabled}
+        return Compaction(trigger="overflow", messages=result.messages, result=result, verdict=verdict,
+                          duration_ms=(time.perf_counter() - started) * 1000, window=self.window,
+                          strategy="fit_window")
 
     def _strategy(self, messages: list[dict[str, Any]], focus: str | None, budgets: Budgets) -> Any:
         if self.cfg.strategy == "observation_masking":

@@ -13,9 +13,12 @@ live loop's by construction. The points, in the order a turn meets them:
   same content must not be compressed twice on an estimate);
 * ``after_tools`` — the per-turn check on the provider's reported prompt
   tokens of the call that asked for the tools;
+* ``before_send`` — right before every call, a prompt the count already puts
+  over the window is made to fit (oldest turns dropped, then the longest
+  texts cut, each counted) instead of being sent to be refused;
 * ``overflow`` — the provider refused the prompt as too large: lower the
-  window to the stated limit, compress past the automatic gate, and say
-  whether asking again can help.
+  window to the stated limit, compress past the automatic gate, make it fit
+  as above if compressing could not, and say whether asking again can help.
 
 The driver measures prompts in the unit its thresholds use (tiktoken counts
 corrected by the provider's readings, or Hermes's chars/4) and keeps those
@@ -33,6 +36,8 @@ from .compactor import Compaction, Compactor
 from .policy import PREFLIGHT_PASSES, made_progress
 
 Message = dict[str, Any]
+#: Share of the computed room a fit fills, so rounding and the calibration's drift cannot push it over.
+FIT_MARGIN = 0.98
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,8 @@ class OverflowStep:
 
     action: str
     attempt: int
-    #: The compression that ran (changed or not), for the caller to apply and log.
-    compaction: Compaction | None = None
+    #: The compressions that ran (changed or not), in order, for the caller to apply and log.
+    compactions: tuple[Compaction, ...] = ()
     #: The window the provider stated, when it was smaller than the one in use.
     lowered_window: int | None = None
     reason: str = ""
@@ -97,6 +102,8 @@ class ContextDriver:
     def observe(self, counted: int, reported: int | None) -> None:
         """One answered call: its local count and the provider's reading (None when it reported no usage)."""
         self.awaiting_reading = False
+        if self.compactor is not None and self.compactor.cfg.overflow_allowance_per_call:
+            self.compactor.policy.overflow_attempts = 0
         if reported is None:
             return
         self.calibration.observe(counted, reported)
@@ -140,6 +147,15 @@ class ContextDriver:
             return self.run(history, "pressure", tools)
         return None
 
+    def before_send(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
+        """Right before any call: a prompt our count already puts over the window is made to fit first
+        (``fit_on_overflow``), rather than sent to be refused."""
+        if self.compactor is None or not self.compactor.cfg.fit_on_overflow:
+            return None
+        if self.measure(history, tools) <= self.compactor.window:
+            return None
+        return self._fit(history, tools)
+
     def after_tools(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
         """The per-turn check once tool results are in, on the reading of the call that asked for them."""
         if self.compactor is None or self.last_prompt_tokens is None:
@@ -169,16 +185,39 @@ class ContextDriver:
             self.compactor.lower_window(limit)
         tokens, count = self.measure(history, tools), len(history)
         compaction = self.run(history, "overflow", tools)
-        after = self.measure(compaction.messages, tools) if compaction is not None else tokens
+        ran = (compaction,) if compaction is not None else ()
+        current = compaction.messages if compaction is not None and compaction.changed else history
+        after = self.measure(current, tools)
+        if after > self.compactor.window and self.compactor.cfg.fit_on_overflow:
+            fitted = self._fit(current, tools)
+            if fitted is not None:
+                return OverflowStep("compress", attempt, ran + (fitted,), limit)
         changed = compaction is not None and compaction.changed
         if changed and made_progress(count, tokens, len(compaction.messages), after):
-            return OverflowStep("compress", attempt, compaction, limit)
+            return OverflowStep("compress", attempt, ran, limit)
         if payload_too_large and not images_stripped:
-            return OverflowStep("strip_images", attempt, compaction, limit)
+            return OverflowStep("strip_images", attempt, ran, limit)
         if limit is None and after > self.compactor.window:
-            return OverflowStep("give_up", attempt, compaction, limit,
-                                reason="the conversation cannot be compressed further")
-        return OverflowStep("retry", attempt, compaction, limit)
+            return OverflowStep("give_up", attempt, ran, limit, reason="the conversation cannot be compressed further")
+        return OverflowStep("retry", attempt, ran, limit)
+
+    def _fit(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
+        """Drop and cut until the request fits (``fit_on_overflow``); None when nothing could change.
+
+        The target is the compression threshold (capped by the window), so the
+        next calls have the same room to grow as after any compression. The
+        budget is for the messages alone, in the counter's unit: the target less
+        what the tool schemas and reply priming cost, corrected by the
+        provider's readings, with a small margin for rounding.
+        """
+        target = min(self.compactor.window, self.compactor.budgets.threshold_tokens)
+        ratio = self.calibration.ratio if self.compactor.cfg.estimator != "rough" else 1.0
+        budget = int((target - self.measure([], tools)) / max(ratio, 1e-9) * FIT_MARGIN)
+        fitted = self.compactor.fit(history, budget_tokens=max(budget, 1))
+        if not fitted.changed:
+            return None
+        self.last_prompt_tokens, self.awaiting_reading = None, True
+        return fitted
 
     def manual(self, history: list[Message], tools: Sequence[dict] | None, focus: str | None) -> Compaction | None:
         """/compress [focus]: past the automatic gate, with the anti-thrash breaker cleared."""

@@ -145,15 +145,20 @@ def _own_part(summary: dict) -> dict | None:
     return own
 
 
-def _span_of(messages: Sequence[dict], boundary: Boundary, summary_at: int | None) -> list[dict]:
-    """The messages a summary replaces: the boundary's middle, minus an older summary folded into it."""
+def _span_of(messages: Sequence[dict], boundary: Boundary, summary_at: int | None, *, whole: bool) -> list[dict]:
+    """The messages a summary replaces: the boundary's middle, minus an older summary folded into it.
+
+    ``whole`` keeps the messages between the range's start and that summary in
+    the span; without it only what follows the summary is summarised (Hermes).
+    """
     if summary_at is None:
         return list(messages[boundary.start:boundary.end])
+    before = list(messages[boundary.start:summary_at]) if whole else []
     span = list(messages[max(boundary.start, summary_at + 1):boundary.end])
     own = _own_part(messages[summary_at])
     if own is not None and summary_at >= boundary.start:
         span = [own] + span  # that message's own content is still history
-    return span
+    return before + span
 
 
 def _latest_user_request(messages: Sequence[dict], *, inside_summaries: bool) -> tuple[int, dict, bool] | None:
@@ -223,7 +228,7 @@ def _plan(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, sta
         if cfg.anchors:  # the block is re-rendered by the pipeline, not re-summarised
             body = split_anchor_block(body)[0]
         previous = state.previous_summary or body
-    span = _span_of(pruned, boundary, summary_at)
+    span = _span_of(pruned, boundary, summary_at, whole=cfg.summarise_whole_span)
     record.update(previous_summary_index=summary_at, span_messages=len(span))
     return CompressionPlan(prune_at, pruned, decisions, boundary, previous, span, summary_at, record)
 
@@ -300,7 +305,8 @@ def _pinned_anchors(messages: list[dict], plan: CompressionPlan, *, cfg: Compres
     if not previous and plan.summary_index is not None:
         previous, source = parse_anchor_block(split_summary(messages[plan.summary_index])[0]), "summary"
     budget = anchor_budget(max(cfg.summary_min_tokens, budgets.max_summary_tokens))
-    anchors = collect_anchors(_span_of(messages, plan.boundary, plan.summary_index), previous, budget_tokens=budget,
+    anchors = collect_anchors(_span_of(messages, plan.boundary, plan.summary_index,
+                                       whole=cfg.summarise_whole_span), previous, budget_tokens=budget,
                               count=rough_tokens if cfg.estimator == "rough" else count_text)
     kept = set(anchors)
     record = {"budget_tokens": budget, "previous": len(previous), "previous_from": source if previous else None,

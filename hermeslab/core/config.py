@@ -42,7 +42,7 @@ class ModelConfig:
 class CompressionConfig:
     """Every knob of the compression pipeline, so an A/B run can name what it changed.
 
-    The defaults are the ``seed`` preset; ``hermeslab.context.presets`` holds the
+    The defaults are the ``seed`` preset; ``hermeslab.core.presets`` holds the
     ``hermes-0.19`` values that reproduce Hermes Agent 0.19.0's decisions. Fields
     below the "behaviour switches" line choose between Hermes's behaviour and a
     fix for one of its known faults; each names the fault it addresses.
@@ -147,6 +147,17 @@ class CompressionConfig:
     #: (system prompt, tool schemas); Hermes sizes it from the whole threshold, so with a
     #: large fixed cost its compressions leave the prompt at the threshold.
     tail_after_fixed_cost: bool = True
+    #: Messages between the head and an earlier summary inside the summarised range are
+    #: summarised with the rest (Hermes summarises only what follows that summary, so those
+    #: messages leave the context without a trace).
+    summarise_whole_span: bool = True
+    #: When the provider refuses a prompt and compressing cannot bring it under the window,
+    #: drop the oldest turns, then cut the longest texts with a marker, so the turn goes on
+    #: (Hermes ends the turn: "cannot compress further").
+    fit_on_overflow: bool = True
+    #: ``max_overflow_attempts`` counts refusals since the last answered call, so a long turn
+    #: that outgrows the window again later gets its allowance back (Hermes: per user turn).
+    overflow_allowance_per_call: bool = True
 
 
 @dataclass
@@ -389,7 +400,13 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Config":
-        return _build(cls, data or {}, "")
+        """A Config from nested settings; ``compression.preset`` supplies every compression value not given."""
+        data = data or {}
+        preset = _preset_of(data)
+        if preset is None:
+            return _build(cls, data, "")
+        _build(cls, data, "")  # a bad key or value is reported against the settings as written
+        return _build(cls, _merged(_preset_values(preset), data), "")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "Config":
@@ -405,8 +422,15 @@ class Config:
         return dataclasses.asdict(self)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
-        """A copy with dotted keys replaced, e.g. ``{"compression.threshold": 0.6}``."""
+        """A copy with dotted keys replaced, e.g. ``{"compression.threshold": 0.6}``.
+
+        A ``compression.preset`` among them is applied first (every compression
+        value from that preset), then the other keys, whatever their order.
+        """
         data = self.to_dict()
+        preset = overrides.get("compression.preset")
+        if preset is not None:
+            data = _merged(data, {"compression": _preset_values(preset)["compression"]})
         for dotted, value in overrides.items():
             node = data
             parts = dotted.split(".")
@@ -429,8 +453,95 @@ class Config:
             server.pop("env")
             server.pop("headers")
         data["store"] = {}
+        data["compression"].pop("preset")  # the values decide the engine; the name is only where they started
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_config(source: "Config | str | Path | None" = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """The one way a configuration is resolved, from whatever names it, with ``overrides`` applied last.
+
+    ``source`` is a Config, a YAML file, a preset name (``seed``, ``hermes-0.19``),
+    or ``BASE,key=value,...`` text: at most one comma-separated part without
+    ``=`` is the base (a preset or a file), the others dotted overrides read as
+    YAML scalars. None means the defaults (the ``seed`` preset).
+    """
+    if isinstance(source, Config):
+        config = source
+    elif source is None:
+        config = Config()
+    elif isinstance(source, Path):
+        config = _from_yaml_file(source)
+    elif isinstance(source, str) and source.strip():
+        config = _from_spec(source)
+    else:
+        raise ConfigError(f"a config must be a Config, a YAML path, a preset name or key=value text, got {source!r}")
+    config = config.with_overrides(overrides) if overrides else config
+    from .presets import validate_compression_config
+
+    validate_compression_config(config.compression)
+    return config
+
+
+def _from_spec(spec: str) -> Config:
+    from .presets import PRESETS
+
+    if "," not in spec and "=" not in spec and Path(spec.strip()).suffix in (".yaml", ".yml"):
+        return _from_yaml_file(Path(spec.strip()))
+    base: str | None = None
+    overrides: dict[str, Any] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            raise ConfigError(f"config {spec!r} has an empty part")
+        if "=" in part:
+            key, _, value = part.partition("=")
+            try:
+                overrides[key.strip()] = yaml.safe_load(value) if value.strip() else None
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config {spec!r}: cannot read the value of {key.strip()!r}: {exc}") from None
+        elif base is None:
+            base = part
+        else:
+            raise ConfigError(f"config {spec!r} names two bases ({base!r} and {part!r}); give one preset or file")
+    if base is None or base in PRESETS:
+        config = Config().with_overrides({"compression.preset": base or "seed"})
+    elif Path(base).is_file():
+        config = _from_yaml_file(Path(base))
+    else:
+        raise ConfigError(f"config {spec!r}: {base!r} is neither a preset ({', '.join(PRESETS)}) nor a YAML file")
+    return config.with_overrides(overrides)
+
+
+def _from_yaml_file(path: Path) -> Config:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    return Config.from_yaml(path)
+
+
+def _preset_of(data: Mapping[str, Any]) -> str | None:
+    compression = data.get("compression")
+    return compression.get("preset") if isinstance(compression, Mapping) else None
+
+
+def _preset_values(name: Any) -> dict[str, Any]:
+    """The nested settings preset ``name`` gives, over the defaults; ConfigError naming the known ones."""
+    from .presets import PRESETS
+
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ConfigError(f"unknown compression preset {name!r} (known: {', '.join(sorted(PRESETS))})")
+    data = dataclasses.asdict(Config())
+    for dotted, value in PRESETS[name].items():
+        section, key = dotted.split(".")
+        data[section][key] = value
+    return data
+
+
+def _merged(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` laid over ``base``, section by section."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
+    return out
 
 
 _ALIASES = {"model.default": "name", "model.model": "name", "agent.max_turns": "max_iterations"}

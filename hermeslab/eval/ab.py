@@ -42,8 +42,7 @@ import pandas as pd
 
 from hermeslab import __version__
 from hermeslab.context.budget import derive_budgets
-from hermeslab.context.presets import PRESETS, apply_preset
-from hermeslab.core.config import CompressionConfig, Config, ConfigError
+from hermeslab.core.config import CompressionConfig, Config, load_config
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
 from .executors import CHUNKS_PER_WORKER, ChunkDone, make_executor, plan_chunks
@@ -234,55 +233,6 @@ def recording_weight(recording: Recording) -> int:
 # ---------------------------------------------------------------- configs
 
 
-def resolve_config(spec: ConfigSpec) -> Config:
-    """A Config from a Config, a YAML path, a preset name, or ``BASE,key=value,...``.
-
-    In the text form the parts are separated by commas: at most one part
-    without ``=`` is the base (a preset name such as ``hermes-0.19``, or a YAML
-    file), the others are dotted overrides whose values are read as YAML
-    scalars (``model.context_length=16000``). Without a base the defaults
-    (``seed`` preset) are used.
-    """
-    if isinstance(spec, Config):
-        return spec
-    if isinstance(spec, Path):
-        return _load_yaml_config(spec, {})
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"a config must be a Config, a YAML path, a preset name or key=value text, got {spec!r}")
-    import yaml
-
-    base: str | None = None
-    overrides: dict[str, Any] = {}
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            raise ConfigError(f"config {spec!r} has an empty part")
-        if "=" in part:
-            key, _, value = part.partition("=")
-            try:
-                overrides[key.strip()] = yaml.safe_load(value) if value.strip() else None
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"config {spec!r}: cannot read the value of {key.strip()!r}: {exc}") from None
-        elif base is None:
-            base = part
-        else:
-            raise ConfigError(f"config {spec!r} names two bases ({base!r} and {part!r}); give one preset or file")
-    if base is None:
-        base = "seed"
-    if base in PRESETS:
-        return apply_preset(Config(), base).with_overrides(overrides)
-    if Path(base).is_file():
-        return _load_yaml_config(Path(base), overrides)
-    raise ConfigError(f"config {spec!r}: {base!r} is neither a preset ({', '.join(PRESETS)}) nor a YAML file")
-
-
-def _load_yaml_config(path: Path, overrides: dict[str, Any]) -> Config:
-    from hermeslab.runtime import load_config
-
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    return load_config(path, overrides)
-
-
 def config_label(spec: ConfigSpec) -> str:
     """The name a config gets when none is given: a file's stem, or the text itself."""
     if isinstance(spec, Path):
@@ -433,7 +383,7 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     ``recordings``: Recording objects, parsed JSONL dicts, or paths of JSONL
     files (bad lines are skipped and reported). ``configs``: name → Config,
     YAML path, preset name or ``BASE,key=value`` text (see
-    ``resolve_config``). ``out``: a DuckDB results file; cells it already
+    ``hermeslab.core.config.load_config``). ``out``: a DuckDB results file; cells it already
     holds for this cell function are returned without being run again (failed
     ones are retried). ``executor``: ``processes`` (default), ``serial``,
     ``dask``, a ``dask.distributed.Client`` or an Executor; ``workers`` sizes a
@@ -523,7 +473,7 @@ def _resolve_configs(configs: Mapping[str, ConfigSpec]) -> dict[str, Config]:
     for name, spec in configs.items():
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"config names must be non-empty strings, got {name!r}")
-        named[name] = resolve_config(spec)
+        named[name] = load_config(spec)
     return named
 
 

@@ -257,6 +257,8 @@ class CompressionRecord:
     latest_user: str | None
     #: What the strategy returned (the pipeline's result carries its plan and decision record).
     result: Any = None
+    #: The configured strategy, or ``fit_window`` (dropping and cutting after an overflow).
+    strategy: str = "summary"
 
 
 @dataclass(frozen=True)
@@ -330,12 +332,17 @@ class _ObservedCompactor(Compactor):
         self._latest_user = latest_user
 
     def run(self, messages: list[dict[str, Any]], **options: Any) -> Compaction | None:
-        snapshot = list(messages)
-        compaction = super().run(messages, **options)
+        return self._observed(list(messages), super().run(messages, **options))
+
+    def fit(self, messages: list[dict[str, Any]], **options: Any) -> Compaction:
+        return self._observed(list(messages), super().fit(messages, **options))
+
+    def _observed(self, before: list[dict[str, Any]], compaction: Compaction | None) -> Compaction | None:
         if compaction is not None:
             self._run.compressions.append(CompressionRecord(
-                compaction.trigger, len(self._run.calls), snapshot, compaction.messages, compaction.changed,
-                bool(compaction.verdict.get("ineffective")), self._latest_user(), compaction.result))
+                compaction.trigger, len(self._run.calls), before, compaction.messages, compaction.changed,
+                bool(compaction.verdict.get("ineffective")), self._latest_user(), compaction.result,
+                compaction.strategy))
         return compaction
 
 
@@ -554,7 +561,7 @@ def _replay_config(config: Config, plan: ReplayPlan, model: str | None) -> Confi
     arrives whole (live displays still get every message, only the text
     fragments are gone).
     """
-    needed = plan.longest_turn + config.compression.max_overflow_attempts + _ITERATION_HEADROOM
+    needed = plan.longest_turn * (1 + config.compression.max_overflow_attempts) + _ITERATION_HEADROOM
     agent = dataclasses.replace(config.agent, max_iterations=max(needed, config.agent.max_iterations),
                                 self_check=False, stream=False)
     return dataclasses.replace(config, agent=agent, model=dataclasses.replace(config.model,

@@ -97,6 +97,10 @@ class CompressionCheck:
     summary_only: bool
     #: The opening task is in the output, verbatim or quoted; None before any user message.
     original_task_kept: bool | None
+    #: The configured strategy, or ``fit_window`` (an overflow's last resort: oldest turns dropped, texts cut).
+    strategy: str = "summary"
+    #: Messages a fit cut to size (with a marker saying how much).
+    cut_messages: int = 0
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,8 @@ class ReplayReport:
             "over_window_calls": len(over),
             "overflow_compressions": sum(1 for c in self.compressions if c.trigger == "overflow"),
             "unfittable_calls": len(unfittable),
+            "fit_compressions": sum(1 for c in self.compressions if c.strategy == "fit_window" and c.condensed),
+            "messages_cut_to_fit": sum(c.cut_messages for c in self.compressions),
             "failed_turns": self.failed_turns,
             "missed_calls": self.missed_calls,
         }
@@ -298,11 +304,15 @@ def _check(record: CompressionRecord, run: ReplayRun, tools: list[dict] | None, 
         start, end = plan.boundary.start, plan.boundary.end
         window = plan.pruned[start:end]
     removed = sum(1 for m in window if _is_recorded(m))
+    fit = (getattr(result, "record", None) or {}) if record.strategy == "fit_window" else None
+    if fit is not None:  # a fit drops and cuts instead of summarising
+        removed = len(fit["dropped_indices"]) + len(fit["cut_messages"])
     needle = task[:ORIGINAL_TASK_MAX_CHARS] if task else None
     return CompressionCheck(
         call=record.call,
         trigger=record.trigger,
-        outcome=str(getattr(result, "record", {}).get("outcome", "compressed" if record.changed else "none")),
+        outcome="fit" if fit is not None else str(getattr(result, "record", {}).get(
+            "outcome", "compressed" if record.changed else "none")),
         start=start,
         end=end,
         messages_before=len(record.before),
@@ -317,6 +327,8 @@ def _check(record: CompressionRecord, run: ReplayRun, tools: list[dict] | None, 
             output, {"content": record.latest_user}),
         summary_only=bool(window) and removed == 0 and summaries_in(window) > 0,
         original_task_kept=None if needle is None else any(needle in text_of(m) for m in output),
+        strategy=record.strategy,
+        cut_messages=len(fit["cut_messages"]) if fit is not None else 0,
     )
 
 

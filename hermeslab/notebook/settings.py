@@ -22,7 +22,8 @@ class Hermes(Configurable):
     """Settings for ``%%hermes``; a change to a runtime setting takes effect before the next turn."""
 
     config_file = Unicode(None, allow_none=True,
-                          help="YAML config with Hermes's key names that the chat starts from.").tag(config=True)
+                          help="The config the chat starts from: a YAML file (Hermes key names), a preset name "
+                               "or BASE,key=value,...").tag(config=True)
     model = Unicode(None, allow_none=True,
                     help="Model name (model.name); None keeps the config's, the offline model by default.").tag(
         config=True)
@@ -70,6 +71,6 @@ class Hermes(Configurable):
 
     def build_config(self, extra: dict[str, Any] | None = None) -> Config:
         """The YAML file (presets applied), then these settings, then ``%hermes config`` overrides."""
-        from ..runtime import load_config
+        from ..core.config import load_config
 
-        return load_config(self.config_file, {**self.overrides(), **(extra or {})})
+        return load_config(self.config_file or None, {**self.overrides(), **(extra or {})})

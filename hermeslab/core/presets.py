@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermeslab.core.config import CompressionConfig, Config, ConfigError
+from .config import CompressionConfig, Config, ConfigError
 
 _SEED: dict[str, Any] = {
     "compression.preset": "seed",
@@ -48,6 +48,9 @@ _SEED: dict[str, Any] = {
     "compression.rewrite_unshrunk_args": False,
     "compression.name_duplicate_source": True,
     "compression.tail_after_fixed_cost": True,
+    "compression.summarise_whole_span": True,
+    "compression.fit_on_overflow": True,
+    "compression.overflow_allowance_per_call": True,
 }
 
 _HERMES_0_19: dict[str, Any] = {
@@ -72,6 +75,9 @@ _HERMES_0_19: dict[str, Any] = {
     "compression.rewrite_unshrunk_args": True,
     "compression.name_duplicate_source": False,
     "compression.tail_after_fixed_cost": False,
+    "compression.summarise_whole_span": False,
+    "compression.fit_on_overflow": False,
+    "compression.overflow_allowance_per_call": False,
 }
 
 #: Dotted config overrides per preset name.
@@ -87,10 +93,7 @@ _CHOICES = {
 
 def apply_preset(config: Config, name: str) -> Config:
     """A copy of ``config`` with every compression value taken from preset ``name``."""
-    if name not in PRESETS:
-        known = ", ".join(sorted(PRESETS))
-        raise ConfigError(f"unknown compression preset {name!r} (known: {known})")
-    updated = config.with_overrides(PRESETS[name])
+    updated = config.with_overrides({"compression.preset": name})
     validate_compression_config(updated.compression)
     return updated
 
