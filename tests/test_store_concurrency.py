@@ -21,6 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 # A writer process. Usage: <lab path> <session id> <turns> <mode>
 #   complete  - write every turn (flushing each), close, print DONE
+#   back-to-back - write every turn without flushing, close, print DONE
+#   die-back-to-back - write every turn without flushing, wait out the commit lag, write half of one
+#             more, print READY and wait to be killed
 #   die       - write every turn, then half of one more, print READY and wait to be killed
 #   exit      - write every turn, then half of one more, and end the script without close()
 #   die-in-transaction - write every turn, then flush one more but stop inside its transaction
@@ -61,15 +64,22 @@ writer.handle(SessionStarted(session_id=sid, model="m"))
 for turn in range(1, turns + 1):
     for event in turn_events(turn):
         writer.handle(event)
-    writer.flush()
+    if "back-to-back" not in mode:
+        writer.flush()
 
-if mode == "complete":
+if mode in ("complete", "back-to-back"):
     writer.handle(SessionEnded(session_id=sid, end_reason="done"))
     writer.close()
     print("DONE", flush=True)
 elif mode == "exit":
     for event in list(turn_events(turns + 1))[:4]:
         writer.handle(event)
+elif mode == "die-back-to-back":
+    time.sleep(writer.max_commit_lag + 0.05)
+    for event in list(turn_events(turns + 1))[:4]:
+        writer.handle(event)
+    print("READY", flush=True)
+    time.sleep(600)
 elif mode == "die":
     for event in list(turn_events(turns + 1))[:4]:
         writer.handle(event)
@@ -133,9 +143,10 @@ def expected(turns: int, *, ended: bool = False, padding: int = 0) -> dict[str, 
     }
 
 
-def test_two_writer_processes_and_a_polling_reader_lose_nothing(tmp_path):
+@pytest.mark.parametrize("mode", ["complete", "back-to-back"])
+def test_two_writer_processes_and_a_polling_reader_lose_nothing(tmp_path, mode):
     path, turns = tmp_path / "lab.duckdb", 25
-    writers = [start_writer(path, session_id, turns, "complete") for session_id in ("alpha", "beta")]
+    writers = [start_writer(path, session_id, turns, mode) for session_id in ("alpha", "beta")]
     lab, polls = Lab(path, lock_timeout=60), 0
     while any(process.poll() is None for process in writers):
         if path.exists():
@@ -165,6 +176,19 @@ def test_a_writer_killed_mid_turn_leaves_exactly_its_committed_turns(tmp_path):
     assert counts(lab, "victim") == expected(turns)
     assert lab.sql("SELECT count(*) AS n FROM events WHERE turn > $t", {"t": turns})["n"].tolist() == [0]
     assert list(lab.turn_usage("victim")["turn"]) == list(range(1, turns + 1))
+
+
+def test_a_writer_killed_after_back_to_back_turns_keeps_every_turn_older_than_the_commit_lag(tmp_path):
+    path, turns = tmp_path / "lab.duckdb", 30
+    process = start_writer(path, "victim", turns, "die-back-to-back")
+    try:
+        assert process.stdout.readline().strip() == "READY", process.stderr.read()
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    lab = Lab(path)
+    assert counts(lab, "victim") == expected(turns)
+    assert lab.sql("SELECT count(*) AS n FROM events WHERE turn > $t", {"t": turns})["n"].tolist() == [0]
 
 
 def test_a_script_that_never_closes_its_writer_still_writes_everything(tmp_path):

@@ -161,8 +161,8 @@ def run_cell(cell: Cell, recording: Recording, config: Config, config_hash: str)
     return CellOutcome(recording.id, config_hash, metrics)
 
 
-def flat_metrics(row: Any) -> dict[str, float | int | None]:
-    """A cell's row as plain Python numbers; the error names the first entry that is not one."""
+def flat_metrics(row: Any) -> dict[str, float | int | str | None]:
+    """A cell's row as plain Python numbers (and unit names, in ``*_unit`` columns); errors name the entry."""
     if not isinstance(row, Mapping):
         raise TypeError(f"the cell returned a {type(row).__name__}, not a mapping of metric names to numbers")
     metrics: dict[str, float | int | None] = {}
@@ -177,6 +177,8 @@ def flat_metrics(row: Any) -> dict[str, float | int | None]:
             metrics[name] = int(value)
         elif isinstance(value, numbers.Real):
             metrics[name] = float(value)
+        elif isinstance(value, str) and name.endswith("_unit"):
+            metrics[name] = value
         else:
             raise TypeError(f"metric {name!r} is a {type(value).__name__} ({value!r:.60}), not a number")
     return metrics

@@ -3,7 +3,11 @@
 ``measure(run)`` turns a ``ReplayRun`` into one flat row (session × config):
 
 * **usage** — answered calls, prompt tokens summed over them (the quadratic
-  bill), the largest prompt, completion tokens;
+  bill), the largest prompt, completion tokens, all in the replay's billing
+  unit (``token_unit``: exact counts in the recorded model's encoding, the same
+  for every config); beside them, what the config's own estimator made of the
+  prompts it sent (``decision_prompt_tokens`` in ``decision_unit``: chars/4
+  for ``hermes-0.19``), which is what its thresholds were compared with;
 * **compression** — attempts in total and by trigger, ineffective ones, summary
   calls with the tokens they read and wrote;
 * **cost** — of the model calls and the summary calls, at the recorded
@@ -49,6 +53,12 @@ from .replay import DEVIATIONS, CompressionRecord, ReplayRun
 from .replay_compression import holds_user_message
 
 TRIGGERS = ("preflight", "turn", "pressure", "overflow", "manual")
+#: The columns naming units, and the token figures (or figures made from tokens) each one names.
+UNIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "token_unit": ("prompt_tokens", "peak_prompt_tokens", "completion_tokens", "cached_prompt_tokens",
+                   "summary_input_tokens", "summary_tokens", "cost_usd", "cost_cached_usd"),
+    "decision_unit": ("decision_prompt_tokens",),
+}
 #: Deviations where the loop did not follow the recording (the rest are shapes the replay adapted to).
 DIVERGENCES = ("missed_calls", "extra_calls", "tool_mismatches")
 
@@ -67,7 +77,7 @@ _REPLY_WORDS: dict[tuple[int, int], tuple[Any, Any, frozenset[str]]] = {}
 _REPLY_WORDS_MAX = 100_000
 
 
-def measure(run: ReplayRun, prices: Mapping[str, Price] | None = None) -> dict[str, float | int]:
+def measure(run: ReplayRun, prices: Mapping[str, Price] | None = None) -> dict[str, float | int | str]:
     """The flat metrics row of ``run`` (see the module docstring); ``prices`` replaces the default table."""
     if not isinstance(run, ReplayRun):
         raise TypeError(f"measure() needs a ReplayRun (from hermeslab.eval.replay.replay), got {type(run).__name__}")
@@ -78,14 +88,17 @@ def measure(run: ReplayRun, prices: Mapping[str, Price] | None = None) -> dict[s
     cached = cached_prompt_tokens(run)
     summary_in = sum(s.input_tokens for s in run.summaries)
     summary_out = sum(s.output_tokens for s in run.summaries)
-    row: dict[str, float | int] = {
+    row: dict[str, float | int | str] = {
         "recorded_calls": len(run.replies),
         "api_calls": len(calls),
+        "token_unit": run.counter.encoding,
         "prompt_tokens": prompt,
         "peak_prompt_tokens": max((call.prompt_tokens for call in calls), default=0),
         "completion_tokens": completion,
         "cached_prompt_tokens": cached,
         "compressions": len(run.compressions),
+        "decision_unit": run.decision_unit,
+        "decision_prompt_tokens": sum(call.decision_tokens or 0 for call in calls),
     }
     for trigger in TRIGGERS:
         row[f"compressions_{trigger}"] = sum(1 for c in run.compressions if c.trigger == trigger)

@@ -28,6 +28,12 @@ no self-check call and no streaming (a recorded reply arrives whole), the
 iteration cap raised, the recorded model named in the log. Time is simulated
 (each answered call takes ``SECONDS_PER_CALL``), so compression cooldowns last
 as many calls as they would live, and backoff waits take none.
+
+Prompts are billed as a provider would report them, in one unit for every
+config (exact counts in the recorded model's encoding), and each call is also
+measured in the config's own estimator's unit, which is what its thresholds
+saw. ``fast=True`` runs the same loop without the tool executor and without
+events: the same decisions (``tests/test_one_engine.py`` checks), cheaper.
 """
 
 from __future__ import annotations
@@ -36,10 +42,9 @@ import copy
 import dataclasses
 import random
 import secrets
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from hermeslab.agent import Agent, TurnInterrupted
 from hermeslab.context.compactor import Compaction, Compactor
@@ -47,13 +52,13 @@ from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.types import Summariser, SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
 from hermeslab.core.events import Event, EventBus, SessionStarted, ToolCallFinished
-from hermeslab.core.messages import parse_tool_arguments, strip_surrogates
-from hermeslab.core.tokens import TokenCounter
-from hermeslab.providers.replay import Refusal, ReplayProvider, ServedCall
+from hermeslab.core.messages import strip_surrogates
+from hermeslab.core.tokens import TokenCounter, counter_for, encoding_for_model
+from hermeslab.providers.replay import Refusal, ReplayProvider, ServedCall, make_counter
+from hermeslab.recordings import Recording
 from hermeslab.session import Session
-from hermeslab.tools.registry import Tool, ToolError, ToolRegistry
 
-from hermeslab.recordings import Recording, RecordingError, RecordingProblem, validate_recording
+from .replay_plan import RecordedTools, ReplayPlan, TurnPlan, planned_recording
 
 #: Simulated duration of one model call, which is what a compression cooldown is measured against.
 SECONDS_PER_CALL = 10.0
@@ -61,182 +66,6 @@ SECONDS_PER_CALL = 10.0
 SOURCE = "replay"
 #: Iterations a replayed turn gets beyond its recorded calls and overflow retries, so the cap never ends it.
 _ITERATION_HEADROOM = 1
-
-
-# ---------------------------------------------------------------- the recording's shape
-
-
-@dataclass(frozen=True)
-class TurnPlan:
-    """One turn of the loop: the user texts it starts with and the recorded replies it should get."""
-
-    users: tuple[str, ...]
-    #: Index of the turn's first reply among the recording's assistant messages.
-    first_reply: int
-    replies: int
-    #: The last tool call of the turn when the loop must stop after its result (the recording moves on
-    #: to a user message, or ends); None when the turn ends with a reply without tool calls.
-    stop_after: str | None
-
-
-@dataclass(frozen=True)
-class ReplayPlan:
-    system_prompt: str
-    turns: tuple[TurnPlan, ...]
-    #: Recorded result of every tool call, by call id.
-    results: dict[str, str]
-    #: Per tool name, its recorded calls in order: (parsed arguments, recorded result).
-    calls: dict[str, list[tuple[dict[str, Any], str]]]
-    #: Recorded messages no call can carry: a system message after the start, user messages after the last reply.
-    unsent: int
-
-    @property
-    def longest_turn(self) -> int:
-        return max((turn.replies for turn in self.turns), default=0)
-
-
-class _Shape(ValueError):
-    """Something the replay cannot drive; ``replay`` turns it into a full RecordingError."""
-
-
-def plan_replay(messages: Sequence[dict[str, Any]]) -> ReplayPlan:
-    """How the loop must be driven to make the recorded calls (the shapes are listed in the module docstring).
-
-    Raises ValueError naming the message when the recording is not one the
-    loop can replay (unknown role, non-text content, a call without an id,
-    arguments that are not a JSON object, a result that answers no open call).
-    """
-    system_prompt = ""
-    start = 0
-    if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
-        system_prompt, start = _text(messages[0], 0), 1
-    turns: list[TurnPlan] = []
-    results: dict[str, str] = {}
-    calls: dict[str, list[tuple[dict[str, Any], str]]] = {}
-    pending: dict[str, tuple[str, dict[str, Any]]] = {}  # call id -> (tool name, arguments), not answered yet
-    users: list[str] = []
-    unsent = 0
-    replies = 0
-    turn: _OpenTurn | None = None
-    for index in range(start, len(messages)):
-        message = messages[index]
-        role = message.get("role") if isinstance(message, dict) else None
-        if role == "assistant":
-            _text(message, index)
-            if turn is None or turn.last_call is None:  # the loop would have ended the turn here
-                if turn is not None:
-                    turns.append(turn.plan())
-                turn, users = _OpenTurn(tuple(users), replies), []
-            issued = _issued_calls(message, index, pending, results)
-            turn.replies += 1
-            turn.last_call = issued[-1] if issued else None
-            replies += 1
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in pending:
-                raise _Shape(f"message {index}: tool result {call_id!r} answers no open tool call")
-            name, arguments = pending.pop(call_id)
-            results[call_id] = _text(message, index)
-            calls.setdefault(name, []).append((arguments, results[call_id]))
-        elif role == "user":
-            if turn is not None:
-                turns.append(turn.plan())
-                turn = None
-            users.append(_text(message, index))
-        elif role == "system":
-            _text(message, index)
-            unsent += 1
-        else:
-            raise _Shape(f"message {index}: unknown role {role!r}")
-    if turn is not None:
-        turns.append(turn.plan())
-    if pending:
-        raise _Shape(f"tool call {next(iter(pending))!r} is never answered by a tool message")
-    return ReplayPlan(system_prompt, tuple(turns), results, calls, unsent + len(users))
-
-
-@dataclass
-class _OpenTurn:
-    """A turn being planned; ``last_call`` is the latest reply's last tool call (None: it called no tools)."""
-
-    users: tuple[str, ...]
-    first_reply: int
-    replies: int = 0
-    last_call: str | None = None
-
-    def plan(self) -> TurnPlan:
-        return TurnPlan(self.users, self.first_reply, self.replies, self.last_call)
-
-
-def _text(message: dict[str, Any], index: int) -> str:
-    content = message.get("content")
-    if not isinstance(content, str):
-        raise _Shape(f"message {index}: content must be a string")
-    return content
-
-
-def _issued_calls(message: dict[str, Any], index: int, pending: dict[str, tuple[str, dict[str, Any]]],
-                  results: dict[str, str]) -> list[str]:
-    """Ids of an assistant message's tool calls, each registered as pending with its parsed arguments."""
-    ids = []
-    for number, call in enumerate(message.get("tool_calls") or ()):
-        function = call.get("function") if isinstance(call, dict) else None
-        call_id = call.get("id") if isinstance(call, dict) else None
-        if not isinstance(call_id, str) or not call_id or not isinstance(function, dict) \
-                or not isinstance(function.get("name"), str):
-            raise _Shape(f"message {index}: tool call {number} needs an id and a function name")
-        if call_id in pending or call_id in results:
-            raise _Shape(f"message {index}: tool call id {call_id!r} is used twice")
-        try:
-            arguments = parse_tool_arguments(function.get("arguments"))
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise _Shape(f"message {index}: tool call {number}: {exc}") from None
-        pending[call_id] = (function["name"], arguments)
-        ids.append(call_id)
-    return ids
-
-
-# ---------------------------------------------------------------- recorded tools
-
-
-class RecordedTools(ToolRegistry):
-    """A registry that offers the recorded schemas and answers each call with its recorded result.
-
-    Every tool the recording calls gets a handler holding that tool's
-    recorded calls in order; a call is answered by the first one whose
-    arguments match (the calls before it were skipped by the loop and are
-    dropped). A call with no recorded match becomes the tool's error result.
-    """
-
-    def __init__(self, plan: ReplayPlan, schemas: list[dict[str, Any]] | None):
-        super().__init__()
-        self._schemas = schemas or []
-        for name, calls in plan.calls.items():  # only called tools need a handler; the schemas are data
-            try:
-                self.register(Tool(name, f"Answers {name} calls with their recorded results.", _ANY_ARGUMENTS,
-                                   self._handler(deque(calls))))
-            except ValueError:
-                continue  # a name no tool may have: its calls come back as "unknown tool" and count as deviations
-
-    def schemas(self) -> list[dict[str, Any]]:
-        """The recorded schemas, verbatim and as the same list on every call."""
-        return self._schemas
-
-    @staticmethod
-    def _handler(queue: deque[tuple[dict[str, Any], str]]):
-        def answer(arguments: dict[str, Any]) -> str:
-            for position, (recorded, result) in enumerate(queue):
-                if recorded == arguments:
-                    for _ in range(position + 1):
-                        queue.popleft()
-                    return result
-            raise ToolError("the recording holds no result for a call with these arguments")
-
-        return answer
-
-
-#: Recorded calls are answered as recorded, whatever their arguments: the schema accepts any object.
-_ANY_ARGUMENTS: dict[str, Any] = {"type": "object"}
 
 
 # ---------------------------------------------------------------- what a run records
@@ -279,11 +108,14 @@ class ReplayRun:
     #: The recorded model (what the prices apply to), else the config's.
     model: str
     context_length: int
+    #: What the replay bills prompts with; ``counter.encoding`` names the unit of every token figure.
     counter: TokenCounter
     #: Tokens the tool schemas add to every request.
     tool_tokens: int
     #: The recorded assistant messages, in order.
     replies: list[dict[str, Any]]
+    #: The unit the config's own estimator measured prompts in (``calls[i].decision_tokens``).
+    decision_unit: str = "tiktoken cl100k_base"
     calls: list[ServedCall] = field(default_factory=list)
     compressions: list[CompressionRecord] = field(default_factory=list)
     summaries: list[SummaryRecord] = field(default_factory=list)
@@ -356,28 +188,32 @@ def replay(recording: Recording | Mapping[str, Any], config: Config, *, summaris
     """Replay ``recording`` through an ``Agent`` built from ``config``; see the module docstring.
 
     ``summariser`` None takes the config's: the LLM summariser when the config
-    names an endpoint, otherwise the extractive one. ``counter`` measures
-    prompts (``tiktoken`` or ``rough``; default: the config's compression
-    estimator). Events go to ``bus`` when given; ``store`` writes them to that
+    names an endpoint, otherwise the extractive one. ``counter`` is the unit the
+    replay bills prompts in, as a provider reports them (``tiktoken``,
+    ``tiktoken:<encoding>`` or ``rough``); by default exact counts in the
+    encoding of the recorded model (``cl100k_base`` when it is unknown), the
+    same for every config, so two configs' figures compare. Events go to ``bus`` when given; ``store`` writes them to that
     lab file; without it nothing touches disk. ``fast`` appends the recorded
     tool results without the tool executor and publishes no events (so takes
     no ``bus`` or ``store``): the same loop and the same compressions, cheaper.
     """
     if fast and (bus is not None or store is not None):
         raise ValueError("a fast replay publishes no events: pass neither bus nor store")
-    recording, plan = _planned(recording)
+    recording, plan = planned_recording(recording)
     if not isinstance(config, Config):
         raise TypeError(f"config must be a hermeslab Config, got {type(config).__name__}")
     if run_id is not None and (not isinstance(run_id, str) or not run_id):
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     config_hash = _digest(config)
     looped = _replay_config(config, plan, recording.model)
-    provider = ReplayProvider(recording.messages, counter=counter or config.compression.estimator,
-                              context_length=config.model.context_length, model=looped.model.name)
+    billing = make_counter(counter) if counter is not None else counter_for(encoding_for_model(recording.model))
+    provider = ReplayProvider(recording.messages, counter=billing, context_length=config.model.context_length,
+                              model=looped.model.name, decision_counter=_decision_counter(config))
     tools = RecordedTools(plan, recording.tools)
     run = ReplayRun(recording_id=recording.id, run_id=run_id or new_run_id(), config_hash=config_hash,
                     model=looped.model.name, context_length=config.model.context_length, counter=provider.counter,
                     tool_tokens=provider.counter.count_tools(tools.schemas() or None), replies=provider.replies,
+                    decision_unit=provider.decision_unit,
                     calls=provider.served)
     bus = bus or EventBus()
     driver = _Driver(plan, provider, run, seconds_per_call)
@@ -437,6 +273,7 @@ class _Driver:
         counts = self.run.deviations
         self.turn = turn
         self.provider.position, self.provider.end = turn.first_reply, turn.first_reply + turn.replies
+        self.agent.tools.forget_before(turn.first_reply)
         if turn.users:
             self.user = strip_surrogates(turn.users[-1])
             counts["queued_user_messages"] += len(turn.users) - 1
@@ -467,75 +304,35 @@ class _Driver:
 class _FastAgent(Agent):
     """The loop with each tool call answered by its recorded result directly: no executor, no events.
 
-    What the executor would append for a recorded call is exactly its recorded
-    result, so the history, and every decision taken on it, is the same.
+    What the executor appends for a recorded call of a registered tool is
+    exactly its recorded result, so the history, and every decision taken on
+    it, is the same. Anything else (a tool name no tool may have) goes through
+    the executor as in the full replay, and is counted the same way.
     """
 
     driver: _Driver
 
     def _run_tools(self, calls: list[dict], assistant_id: str, arguments: list) -> None:
         results, turn = self.driver.plan.results, self.driver.turn
-        for call in calls:
-            content = results.get(call.get("id"))
-            if content is None:
-                self.driver.run.deviations["tool_mismatches"] += 1
-                content = "the recording holds no result for this call"
-            self._add({"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, assistant_id)
-        if turn.stop_after is not None and any(call.get("id") == turn.stop_after for call in calls):
+        ids = [call.get("id") for call in calls]
+        if all(i in results and self.tools.get((call.get("function") or {}).get("name", "")) is not None
+               for i, call in zip(ids, calls)):
+            for call_id in ids:
+                self._add({"role": "tool", "tool_call_id": call_id, "content": results[call_id]}, assistant_id)
+        else:
+            start = len(self.messages)
+            try:
+                super()._run_tools(calls, assistant_id, arguments)
+            finally:
+                for message in self.messages[start:]:
+                    if message.get("role") == "tool" and results.get(message.get("tool_call_id")) != message["content"]:
+                        self.driver.run.deviations["tool_mismatches"] += 1
+        if turn.stop_after is not None and turn.stop_after in ids:
             raise TurnInterrupted
 
 
 def new_run_id() -> str:
     return "replay-" + secrets.token_hex(6)
-
-
-def _planned(recording: Recording | Mapping[str, Any]) -> tuple[Recording, ReplayPlan]:
-    """The recording and its plan, or RecordingError naming every problem of a recording that cannot be replayed.
-
-    The plan's own checks are the fast path; when one fails, the format's full
-    validator says what is wrong, with every problem and where it is.
-    """
-    if isinstance(recording, Mapping):
-        data = dict(recording)
-        problems = validate_recording(data)
-        if problems:
-            raise RecordingError(problems)
-        recording = Recording.from_dict(data)
-    elif not isinstance(recording, Recording):
-        raise TypeError(f"recording must be a Recording or a recorded-session dict, got {type(recording).__name__}")
-    cached = _plans.get(id(recording))
-    if cached is not None and cached[0] is recording and cached[1] is recording.messages \
-            and cached[2] == len(recording.messages) and cached[3] is recording.tools:
-        return recording, cached[4]
-    try:
-        if not isinstance(recording.messages, list):
-            raise _Shape("messages must be a list")
-        _check_schemas(recording.tools)
-        plan = plan_replay(recording.messages)
-    except _Shape as exc:
-        problems = validate_recording(recording.to_dict()) or [
-            RecordingProblem(str(exc), recording_id=recording.id)]
-        raise RecordingError(problems) from None
-    if len(_plans) >= _PLANS_MAX:
-        _plans.clear()
-    _plans[id(recording)] = (recording, recording.messages, len(recording.messages), recording.tools, plan)
-    return recording, plan
-
-
-#: Plans of the recordings replayed lately, by identity (an A/B run replays each one under every config).
-#: An entry holds its recording, so the id stays its own; a recording whose message list was replaced or
-#: grew is planned again.
-_plans: dict[int, tuple[Recording, list, int, Any, ReplayPlan]] = {}
-_PLANS_MAX = 1_024
-
-
-def _check_schemas(tools: Any) -> None:
-    if tools is None:
-        return
-    if not isinstance(tools, list) or not all(
-            isinstance(t, dict) and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str)
-            for t in tools):
-        raise _Shape("tools must be a list of {\"type\": \"function\", \"function\": {\"name\": ...}} schemas")
 
 
 #: The config last hashed, as a private copy, and its hash: an A/B run replays many recordings under one config.
@@ -596,6 +393,11 @@ def _writer(store: str | Path | None, config: Config, bus: EventBus):
     writer = StoreWriter(store, redact=redact, durable_turns=False)
     writer.attach(bus)
     return writer
+
+
+def _decision_counter(config: Config) -> TokenCounter:
+    """The unit the config's own thresholds measure prompts in (what the compactor estimates with)."""
+    return make_counter("rough" if config.compression.estimator == "rough" else "tiktoken")
 
 
 def _no_wait(seconds: float) -> None:

@@ -116,8 +116,10 @@ def utcnow() -> datetime:
 
 
 def sql_type(values: Sequence[Any]) -> str:
-    """BIGINT when every present value is a whole number type, else DOUBLE."""
+    """VARCHAR for unit names, BIGINT when every present value is a whole number type, else DOUBLE."""
     present = [v for v in values if v is not None]
+    if present and all(isinstance(v, str) for v in present):
+        return "VARCHAR"
     if all(isinstance(v, numbers.Integral) for v in present):
         return "BIGINT"
     return "DOUBLE"
@@ -217,8 +219,12 @@ class ResultsFile:
             for name in names:
                 values = [_plain(row.metrics.get(name)) for row in rows]
                 kind = self._ensure_column(name, sql_type(values))
-                batch[name] = (pd.array(values, dtype="Int64") if kind == "BIGINT"
-                               else np.array([math.nan if v is None else float(v) for v in values], dtype=float))
+                if kind == "VARCHAR":
+                    batch[name] = pd.array(values, dtype="string")
+                elif kind == "BIGINT":
+                    batch[name] = pd.array(values, dtype="Int64")
+                else:
+                    batch[name] = np.array([math.nan if v is None else float(v) for v in values], dtype=float)
             with self._registered("cell_batch", pd.DataFrame(batch)):
                 self.con.execute("INSERT INTO results BY NAME SELECT * FROM cell_batch")
             self.con.execute("COMMIT")
@@ -234,6 +240,8 @@ class ResultsFile:
         if existing is None:
             self.con.execute(f"ALTER TABLE results ADD COLUMN {_quote(name)} {kind}")
             self._columns[name] = kind
+        elif (existing == "VARCHAR") != (kind == "VARCHAR"):
+            raise ValueError(f"the metric {name!r} holds {existing} values in this file and {kind} values now")
         elif existing == "BIGINT" and kind == "DOUBLE":
             self.con.execute(f"ALTER TABLE results ALTER COLUMN {_quote(name)} TYPE DOUBLE")
             self._columns[name] = "DOUBLE"
@@ -298,14 +306,16 @@ def _without_secrets(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _plain(value: Any) -> float | int | None:
+def _plain(value: Any) -> float | int | str | None:
+    if isinstance(value, str):
+        return value
     if value is None or isinstance(value, bool):
         return None if value is None else int(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
         return None if math.isnan(value) else float(value)
-    raise TypeError(f"metric values must be numbers or None, got {type(value).__name__}")
+    raise TypeError(f"metric values must be numbers, unit names or None, got {type(value).__name__}")
 
 
 def _quote(name: str) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from .metrics import UNIT_COLUMNS
 from .results import ROW_COLUMNS
 
 COMPARISON_COLUMNS = ("n_pairs", "n_failed_pairs", "mean_a", "mean_b", "mean_diff", "ratio", "ci_low", "ci_high",
@@ -33,6 +34,23 @@ def metric_columns(results: pd.DataFrame) -> list[str]:
     return [c for c in results.columns
             if c not in ROW_COLUMNS and pd.api.types.is_numeric_dtype(results[c]) and
             not pd.api.types.is_bool_dtype(results[c])]
+
+
+def unit_column(metric: str) -> str | None:
+    """The column naming the unit ``metric`` is counted in (None for a figure without one)."""
+    return next((unit for unit, figures in UNIT_COLUMNS.items() if metric in figures), None)
+
+
+def _check_units(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]) -> None:
+    """Refuse to compare a token figure counted in one unit under ``a`` and another under ``b``."""
+    for metric in metrics:
+        unit = unit_column(metric)
+        if unit is None or unit not in results.columns:
+            continue
+        units = {name: set(results.loc[results["config"] == name, unit].dropna()) for name in (a, b)}
+        if len(units[a] | units[b]) > 1:
+            raise ValueError(f"{metric} is counted in {sorted(units[a])} under {a!r} and in {sorted(units[b])} "
+                             f"under {b!r}; replay both in one unit (replay(counter=...)) to compare them")
 
 
 def paired_values(results: pd.DataFrame, a: str, b: str, metric: str) -> pd.DataFrame:
@@ -127,6 +145,7 @@ def paired_compare(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]
     unknown = [m for m in chosen if m not in available]
     if unknown:
         raise ValueError(f"not numeric metric columns of the results: {unknown}; available: {available}")
+    _check_units(results, a, b, chosen)
     failed = sessions_with_failed_turns(results, (a, b))
     rows = {}
     for metric in chosen:

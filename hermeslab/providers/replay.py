@@ -23,6 +23,7 @@ from ..core.tokens import (
     REPLY_PRIMING,
     TokenCounter,
     count_text,
+    counter_for,
     default_counter,
     rough_list_share_tokens,
     rough_messages_tokens,
@@ -32,7 +33,7 @@ from ..core.tokens import (
 from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
 
 #: Names a counter can be chosen by.
-COUNTERS = ("tiktoken", "rough")
+COUNTERS = ("tiktoken", "tiktoken:<encoding>", "rough")
 
 
 class ReplayExhausted(ProviderError):
@@ -55,6 +56,10 @@ class RoughCounter(TokenCounter):
     estimator compares with its thresholds, and what Hermes's replay reports.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoding = "rough chars/4"
+
     def count_message(self, message: dict[str, Any]) -> int:
         return rough_list_share_tokens(message)
 
@@ -69,9 +74,11 @@ class RoughCounter(TokenCounter):
 
 
 def make_counter(name: str) -> TokenCounter:
-    """The counter called ``name``: the shared tiktoken counter, or the rough one."""
+    """The counter called ``name``: ``tiktoken`` (cl100k_base), ``tiktoken:<encoding>``, or ``rough``."""
     if name == "tiktoken":
         return default_counter
+    if name.startswith("tiktoken:"):
+        return counter_for(name.partition(":")[2])
     if name == "rough":
         return RoughCounter()
     raise ValueError(f"unknown token counter {name!r} (expected one of {', '.join(COUNTERS)})")
@@ -133,6 +140,28 @@ class ServedCall:
     messages: list[dict[str, Any]]
     prompt_tokens: int
     completion_tokens: int
+    #: The prompt in the unit of the config's own estimator, when the replay asked for it.
+    decision_tokens: int | None = None
+
+
+class RunningBill:
+    """Prompt tokens of successive requests; a tiktoken count of a request that extends the previous one (the
+    history only grew) adds just the new messages, and the rough estimate keeps such a running sum itself."""
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+        self._last: tuple[list[dict[str, Any]], int] = ([], 0)
+
+    def tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        if type(self.counter) is not TokenCounter:
+            return billed_prompt_tokens(self.counter, messages, tools)
+        last, total = self._last
+        count = len(last)
+        if not count or len(messages) < count or messages[count - 1] is not last[-1] or messages[:count] != last:
+            count, total = 0, 0
+        total += sum(self.counter.count_message(m) for m in messages[count:])
+        self._last = (list(messages), total)
+        return total + REPLY_PRIMING + self.counter.count_tools(tools)
 
 
 class ReplayProvider:
@@ -148,7 +177,8 @@ class ReplayProvider:
     name = "replay"
 
     def __init__(self, messages: Sequence[dict[str, Any]], *, counter: str | TokenCounter = "tiktoken",
-                 context_length: int | None = None, model: str = "replay"):
+                 context_length: int | None = None, model: str = "replay",
+                 decision_counter: TokenCounter | None = None):
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise TypeError(f"messages must be a list of chat messages, got {type(messages).__name__}")
         for index, message in enumerate(messages):
@@ -167,9 +197,16 @@ class ReplayProvider:
         self.position = 0
         self.end = len(self.replies)
         self.served: list[ServedCall] = []
-        self._last_request: tuple[list[dict[str, Any]], int] = ([], 0)
+        self._bill = RunningBill(self.counter)
+        #: Also measures each answered prompt in this unit (a config's own estimator), when given.
+        self._decisions = RunningBill(decision_counter) if decision_counter is not None else None
         self.refusals: list[Refusal] = []
         self.unanswered = 0
+
+    @property
+    def decision_unit(self) -> str | None:
+        """The unit of ``ServedCall.decision_tokens`` (None when they are not measured)."""
+        return self._decisions.counter.encoding if self._decisions is not None else None
 
     @property
     def refused(self) -> int:
@@ -191,23 +228,15 @@ class ReplayProvider:
         message = self.replies[index]
         self.position += 1
         completion = completion_tokens(message, self.counter)
-        self.served.append(ServedCall(index, request.messages, prompt, completion))
+        decided = self._decisions.tokens(request.messages, request.tools) if self._decisions is not None else None
+        self.served.append(ServedCall(index, request.messages, prompt, completion, decided))
         return ChatResponse(message=dict(message), finish_reason="tool_calls" if message.get("tool_calls") else "stop",
                             usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
                             model=request.model or self.model)
 
     def prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
-        """A request's size as this provider bills it. A tiktoken count of a request that extends the previous
-        one (the history only grew) adds just the new messages; the rough estimate keeps such a running sum."""
-        if type(self.counter) is not TokenCounter:
-            return billed_prompt_tokens(self.counter, messages, tools)
-        last, total = self._last_request
-        count = len(last)
-        if not count or len(messages) < count or messages[count - 1] is not last[-1] or messages[:count] != last:
-            count, total = 0, 0
-        total += sum(self.counter.count_message(m) for m in messages[count:])
-        self._last_request = (list(messages), total)
-        return total + REPLY_PRIMING + self.counter.count_tools(tools)
+        """A request's size as this provider bills it."""
+        return self._bill.tokens(messages, tools)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
         response = self.complete(request)

