@@ -93,7 +93,7 @@ class ModelCalls:
                 if step.notice:
                     self._emit(Notice, level="warning", text=step.notice)
                 self.wait(step.delay)
-                messages = step.messages
+                messages, max_tokens = step.messages, step.max_tokens or max_tokens
                 continue
             response = self.recovery.repaired_reply(response)
             usage, estimated = usage_or_estimate(response, estimate)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.redact import RULES, placeholder, redact, redact_message, redact_value
+from hermeslab.context.redact import RULES, placeholder, redact, redact_exhaustive, redact_message, redact_value
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "secrets_corpus.json").read_text(encoding="utf-8"))
 SAMPLES = CORPUS["samples"]
@@ -100,8 +100,8 @@ def test_bad_input_is_rejected_clearly():
         redact_message("hello")  # type: ignore[arg-type]
 
 
-def test_every_rule_has_triggers():
-    assert all(rule.triggers for rule in RULES)
+def test_every_rule_has_triggers_and_markers():
+    assert all(rule.triggers and rule.marker_sources() for rule in RULES)
 
 
 FRAGMENTS = (
@@ -136,3 +136,64 @@ def test_a_key_right_after_an_escaped_newline_is_masked():
     key = "sk-proj-" + "Zq8r3LmN5vT1xW7yB2cD4eF6gH9jK0pA"
     assert redact(f'{{"log": "started\\n{key}\\tdone"}}') == '{"log": "started\\n[REDACTED:openai_key]\\tdone"}'
     assert redact(f"mask_{key}") == f"mask_{key}"  # glued to a name: an identifier, not a key
+
+
+def test_form_bodies_lose_each_secret_value_and_keep_the_other_fields():
+    assert redact("password=mysecret&username=bob&token=opaque") == (
+        "password=[REDACTED:secret_field]&username=bob&token=[REDACTED:url_parameter]")
+    assert redact("grant_type=password&username=alice&password=Tr0ub4dor3&client_id=cli") == (
+        "grant_type=password&username=alice&password=[REDACTED:url_parameter]&client_id=cli")
+    assert redact("password: Tr0ub4dor&3xyz") == "password: [REDACTED:secret_field]"  # an & inside a value stays in it
+
+
+@pytest.mark.parametrize("value", [
+    "eyJhbGciOiJIUzI1NiJ9.k9Zq2.pX",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJoYS1hYmMiLCJpYXQiOjE3MDB9",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
+])
+def test_a_jwt_shaped_value_after_an_environment_name_is_masked_whole(value):
+    assert redact(f"HOMEASSISTANT_TOKEN={value}") == "HOMEASSISTANT_TOKEN=[REDACTED:jwt]"
+
+
+@pytest.mark.parametrize("token, kind", [
+    ("fw-" + "Q" * 40, "fireworks_key"), ("fw_" + "R" * 40, "fireworks_key"), ("fpk_" + "T" * 40, "fireworks_key"),
+    ("fw_" + "3ZaB9c" * 4, "fireworks_key"),
+    ("am_" + "fedcba9876543210" * 2, "agentmail_key"), ("am_" + "Kd4" * 8, "agentmail_key"),
+    ("am_org_" + "Wx3m" * 6, "agentmail_key"),
+    ("123456789:" + "aB3" * 11, "telegram_bot_token"), ("7202650661:AA" + "x9Y" * 10 + "q", "telegram_bot_token"),
+    ("ghp_" + "a1B2" * 7 + "x", "github_token"), ("ghp_" + "G" * 29, "github_token"),
+    ("AIza" + "Sy9" * 11, "google_api_key"), ("npm_" + "k2Lm" * 8, "npm_token"),
+])
+def test_vendor_families_are_masked_across_their_real_length_ranges(token, kind):
+    assert redact(f"leaked {token} in output") == f"leaked {placeholder(kind)} in output"
+
+
+def test_a_bot_token_keeps_the_word_before_it_and_a_bare_name_in_a_dict_is_a_variable():
+    assert redact("bot987654321:Zyxwv-UTSRQponml_KJIHgfedcba98765") == "bot[REDACTED:telegram_bot_token]"
+    assert redact("Form(initial={'password': initial_password})") == "Form(initial={'password': initial_password})"
+    assert redact('{"password": 12345678}') == '{"password": [REDACTED:secret_field]}'  # the brace stays
+
+
+#: Pieces that make lines where some rule almost or just matches, for the prefilter equivalence property.
+PLANTS = (
+    [s["text"] for s in SAMPLES] + [secret for s in SAMPLES for secret in s["secrets"]] + BENIGN + [
+        "\n", " ", "=", ":", "&", "?", "://", "@", '"', "'", "-u ", "--password ", "bearer ", "Authorization: ",
+        "x-api-key: ", "TOKEN", "token", "key", "Key=", "secret", "pass", "sig=", "sk-", "sk_", "ghp_", "eyJ", "AIza",
+        "SG.", "am_org_", "fw_", "bot", "1234567890", "\u0130", "\u212a", "to\u212aen=", "PASS\u0130WORD=",
+        "-----BEGIN RSA PRIVATE KEY-----\n", "-----END RSA PRIVATE KEY-----", "[REDACTED:jwt]",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(PLANTS), st.text(max_size=40)), max_size=16))
+def test_the_prefiltered_pass_gives_what_every_rule_over_the_whole_text_gives(parts):
+    text = "".join(parts)
+    assert redact(text) == redact_exhaustive(text)
+
+
+def test_corpus_texts_give_the_same_result_prefiltered_or_exhaustive_alone_and_joined():
+    texts = [s["text"] for s in SAMPLES] + BENIGN
+    assert [redact(t) for t in texts] == [redact_exhaustive(t) for t in texts]
+    joined = "\n".join(texts)
+    assert redact(joined) == redact_exhaustive(joined)

@@ -46,6 +46,8 @@ def test_single_builds_a_one_kind_schedule():
     ({"faults": [{"kind": "empty", "rate": 1.5}]}, "rate must be between 0 and 1"),
     ({"faults": [{"kind": "empty", "rate": 0.7}, {"kind": "auth", "rate": 0.5}]}, "rates add up to 1.200"),
     ({"faults": [{"kind": "empty", "retry_after": 3, "at": [0]}]}, "option 'retry_after' does not apply"),
+    ({"faults": [{"kind": "server_error", "available": 5, "at": [0]}]}, "option 'available' does not apply"),
+    ({"faults": [{"kind": "output_cap_openai", "available": 0, "at": [0]}]}, "window and available >= 1"),
     ({"faults": [{"kind": "empty", "at": 3}]}, "'at' must be a list of call indices"),
     ({"faults": [{"kind": "empty", "at": [-1]}]}, "'at' must list call indices"),
     ({"faults": [{"kind": "empty"}]}, "give call indices"),
@@ -73,7 +75,7 @@ def test_schedules_load_from_yaml_and_json_and_errors_name_the_file(tmp_path):
 
 
 def test_every_kind_is_documented():
-    assert len(FAULT_KINDS) == 22 and all(text for text in FAULT_KINDS.values())
+    assert len(FAULT_KINDS) == 29 and all(text for text in FAULT_KINDS.values())
 
 
 def _serve(args: list[str]) -> subprocess.Popen:

@@ -9,7 +9,7 @@ from hermeslab.core.messages import has_surrogates, parse_tool_arguments
 from hermeslab.providers import OfflineModel, OpenAICompatProvider
 from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError
 from hermeslab.providers.faults import THOUGHT, FaultSchedule, Injection, serve_with_faults
-from hermeslab.recovery import classify
+from hermeslab.recovery import SessionSize, classify
 
 READ_TOOL = {"type": "function", "function": {
     "name": "read_file", "description": "read a file",
@@ -78,6 +78,35 @@ def test_http_faults_arrive_with_their_status_wording_and_class(hosted, kind, st
     assert classified.name == fault and parse_context_limit(classified.text) == limit
     assert "offline model" in server.call(ask("Who are you?"), stream).message["content"]
     assert server.server.endpoint.injected == [Injection(0, kind, True)]
+
+
+@pytest.mark.parametrize("kind", ["output_cap_anthropic", "output_cap_openai", "output_cap_openrouter",
+                                  "output_cap_vllm"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_output_cap_states_its_budget_and_answers_a_request_within_it(hosted, kind, stream):
+    server = hosted(kind, at=(0, 1), available=500)
+    with pytest.raises(ProviderError) as excinfo:
+        server.call(ask("Who are you?"), stream)
+    fault = classify(excinfo.value)
+    assert (excinfo.value.status, fault.name, fault.output_budget) == (400, "output_cap", 500)
+    within = ChatRequest(messages=[{"role": "user", "content": "Who are you?"}], max_tokens=500)
+    assert "offline model" in server.call(within, stream).message["content"]
+    assert server.server.endpoint.injected == [Injection(0, kind, True), Injection(1, kind, False)]
+
+
+@pytest.mark.parametrize("kind, rule", [("disconnect_message", "disconnect wording"),
+                                        ("tls_alert_message", "transient TLS alert"),
+                                        ("connect_error_message", "connection never established")])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_transport_fault_without_status_or_type_is_read_by_its_words(hosted, kind, rule, stream):
+    with pytest.raises(ProviderError) as excinfo:
+        hosted(kind).call(ask("hi"), stream)
+    error = excinfo.value
+    assert error.status is None and error.error_type in ("invalid_response", "stream_interrupted")
+    small = classify(error, SessionSize(tokens=2_000, messages=10, window=128_000))
+    large = classify(error, SessionSize(tokens=100_000, messages=300, window=128_000))
+    assert (small.name, small.rule) == ("connection", rule)
+    assert large.name == ("context_overflow" if kind == "disconnect_message" else "connection")
 
 
 def test_a_rate_limit_carries_retry_after(hosted):

@@ -76,6 +76,24 @@ def test_retry_after_sets_the_pause(tmp_path):
     assert sleeps.total == pytest.approx(7.0)
 
 
+def test_a_zero_backoff_base_waits_the_cap_between_retries(tmp_path):
+    sleeps = Sleeps()
+    agent, _, events = make_agent(tmp_path, [ProviderError("upstream failed", status=502), {"content": "ok"}],
+                                  sleep=sleeps, **{"recovery.backoff_base": 0, "recovery.backoff_cap": 4.0})
+    assert agent.chat("hi").text == "ok"
+    (event,) = of(events, RecoveryEvent)
+    assert 4.0 <= event.delay_s <= 6.0 and sleeps.total == pytest.approx(event.delay_s)
+
+
+def test_an_output_cap_that_does_not_say_what_fits_ends_the_turn_with_advice(tmp_path):
+    agent, provider, events = make_agent(
+        tmp_path, [ProviderError("max_tokens exceeds the model's maximum output length", status=400)],
+        **{"model.max_tokens": 200_000})
+    result = agent.chat("hi")
+    assert result.status == "failed" and "lower model.max_tokens" in result.error and len(provider.requests) == 1
+    assert [(e.fault_class, e.action) for e in of(events, RecoveryEvent)] == [("output_cap", "give_up")]
+
+
 def test_a_stop_request_ends_the_backoff_wait(tmp_path):
     holder: list = []
     agent, _, events = make_agent(tmp_path, [ProviderError("overloaded", status=503), {"content": "late"}],

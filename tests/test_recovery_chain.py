@@ -39,6 +39,15 @@ def test_backoff_doubles_up_to_the_cap_and_adds_at_most_half_as_jitter():
         backoff_delay(0, base=2.0, cap=60.0, rng=rng)
 
 
+def test_a_zero_base_waits_the_cap_instead_of_retrying_back_to_back():
+    rng = random.Random(4)
+    for attempt in (1, 2, 5):
+        assert all(60.0 <= backoff_delay(attempt, base=0.0, cap=60.0, rng=rng) <= 90.0 for _ in range(20))
+    assert backoff_delay(1, base=0.0, cap=60.0, jitter=0.0) == 60.0
+    assert backoff_delay(1, base=-1.0, cap=5.0, jitter=0.0) == 5.0
+    assert backoff_delay(10_000, base=2.0, cap=60.0, jitter=0.0) == 60.0  # no float overflow far out
+
+
 def test_retry_after_is_honoured_up_to_its_cap():
     cfg = RecoveryConfig()
     rng = random.Random(0)
@@ -109,6 +118,30 @@ def test_a_rate_limit_earns_the_refresh_only_when_it_repeats():
     call = CallState()
     assert recovery.after_failure(fault(429), call).action == "retry"
     assert recovery.after_failure(fault(429), call).action == "refresh"
+
+
+def test_a_rate_limit_switches_to_the_fallback_at_once_when_no_refresh_can_help():
+    recovery = chain("backup")
+    decision = recovery.after_failure(fault(429, "Rate limit reached"), CallState())
+    assert decision.action == "fallback" and recovery.active.model == "backup-model"
+    assert chain().after_failure(fault(429, "Rate limit reached"), CallState()).action == "retry"
+
+
+def test_a_rate_limit_tries_the_refresh_before_the_fallback():
+    recovery = chain("backup", refresh=lambda provider: Named("other-key"))
+    call = CallState()
+    assert [recovery.after_failure(fault(429), call).action for _ in range(3)] == ["retry", "refresh", "fallback"]
+
+
+def test_an_output_cap_is_lowered_once_and_an_unstated_budget_ends_the_turn_with_advice():
+    stated = fault(400, "max_tokens: 9000 > context_window: 10000 - input_tokens: 2000 = available_tokens: 8000")
+    recovery, call = chain("backup"), CallState()
+    first = recovery.after_failure(stated, call)
+    assert (first.action, first.repair) == ("repair", "lower_output_cap")
+    second = recovery.after_failure(stated, call)
+    assert second.action == "give_up" and "lower model.max_tokens" in second.reason
+    unstated = recovery.after_failure(fault(400, "max_tokens exceeds the model's maximum output length"), CallState())
+    assert unstated.action == "give_up" and recovery.active.model == "primary-model"
 
 
 def test_repairs_are_tried_once_per_call_and_then_the_chain_gives_up():

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import httpx2
-import openai
 import pytest
+from provider_failures import CASES, build, sdk_error
 
 from hermeslab.context.policy import parse_context_limit
 from hermeslab.core.provider import ProviderError
-from hermeslab.providers.openai_compat import provider_error_from
 from hermeslab.recovery import FAULT_CLASSES, RULES, SessionSize, classify
-
-
-def sdk_error(status: int, body: object, headers: dict[str, str] | None = None) -> ProviderError:
-    """What OpenAICompatProvider raises when an endpoint answers ``status`` with ``body``."""
-    request = httpx2.Request("POST", "http://provider.test/v1/chat/completions")
-    response = httpx2.Response(status, json=body, headers=headers or {}, request=request)
-    detail = body.get("error", body) if isinstance(body, dict) else body
-    return provider_error_from(openai.APIStatusError(f"Error code: {status}", response=response, body=detail))
-
+from hermeslab.recovery.classify import output_budget
 
 # (family, status, body, expected class, context limit the text states)
 BODIES = [
@@ -83,7 +73,7 @@ BODIES = [
     ("vllm", 400, {"error": {"message": "'max_tokens' or 'max_completion_tokens' is too large: 4000. This model's "
                              "maximum context length is 4096 tokens and your request has 1000 input tokens (4000 > "
                              "4096 - 1000).", "type": "BadRequestError", "param": None, "code": 400}},
-     "context_overflow", 4096),
+     "output_cap", 4096),
     ("vllm", 404, {"object": "error", "message": "The model `llama-9` does not exist.", "type": "NotFoundError",
                    "param": None, "code": 404}, "model_not_found", None),
     ("llama.cpp", 400, {"error": {"code": 400, "message": "the request exceeds the available context size, try "
@@ -180,6 +170,62 @@ def test_rate_limit_wording_with_token_counts_is_not_an_overflow():
     assert fault.name == "rate_limit" and parse_context_limit(fault.text) is None
 
 
+@pytest.mark.parametrize("spec", CASES, ids=[spec.id for spec in CASES])
+def test_each_wording_family_takes_its_recovery_path(spec):
+    fault = classify(build(spec), spec.session())
+    assert fault.name == spec.expected, fault.rule
+    assert fault.output_budget == spec.budget
+
+
+def test_the_output_budget_is_read_only_from_output_cap_wordings():
+    assert output_budget("max_tokens: 9000 > context_window: 8192 - input_tokens: 9000 = available_tokens: -808") is None
+    assert output_budget("This model's maximum context length is 8192 tokens.") is None
+    assert output_budget("max_completion_tokens must be less than or equal to 8,192") == 8192
+    overflow = classify(sdk_error(400, {"error": {"message": "prompt is too long: 9000 tokens > 8192 maximum"}}))
+    assert overflow.name == "context_overflow" and overflow.output_budget is None
+
+
+def test_a_cut_streams_delivered_text_is_never_read_as_the_providers_words():
+    error = ProviderError("the stream was interrupted after 40 characters: peer closed connection",
+                          error_type="stream_interrupted",
+                          body={"partial_text": "the rate limit and the context window are", "partial_tool_calls": []})
+    fault = classify(error, SessionSize(tokens=2_000, messages=10, window=128_000))
+    assert fault.name == "connection" and fault.partial_text.startswith("the rate limit")
+
+
+def test_foreign_exceptions_give_their_status_and_body_through_the_cause_chain():
+    class SDKError(Exception):
+        def __init__(self, message: str):
+            super().__init__(message)
+            self.status_code, self.body = 402, {"error": {"message": "Usage limit reached, try again in 5 minutes"}}
+
+    try:
+        try:
+            raise SDKError("inner")
+        except SDKError as inner:
+            raise RuntimeError("outer") from inner
+    except RuntimeError as outer:
+        fault = classify(outer)
+    assert (fault.name, fault.status, fault.message) == ("rate_limit", 402, "Usage limit reached, try again in 5 minutes")
+
+
+#: Failures no Hermes reason exists for, to reach the last rules.
+HERMESLAB_ONLY = (
+    (UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"), "text that UTF-8 cannot encode"),
+    (ProviderError("the provider returned a response without choices", error_type="invalid_response"),
+     "response without an answer"),
+)
+
+
+def test_every_rule_of_the_table_is_reachable_and_named_once():
+    labels = [rule.label for rule in RULES]
+    assert len(labels) == len(set(labels))
+    reached = {classify(build(spec), spec.session()).rule for spec in CASES}
+    reached |= {classify(error).rule for error, _ in HERMESLAB_ONLY}
+    assert [label for label in labels if label not in reached] == []
+    assert {label for _, label in HERMESLAB_ONLY} <= set(labels)
+
+
 @pytest.mark.parametrize("name, retryable, compress, rotate, fall_back", [
     ("auth", False, False, True, True),
     ("billing", False, False, True, True),
@@ -187,7 +233,10 @@ def test_rate_limit_wording_with_token_counts_is_not_an_overflow():
     ("overloaded", True, False, False, True),
     ("server_error", True, False, False, True),
     ("timeout", True, False, False, True),
+    ("connection", True, False, False, True),
+    ("tls_certificate", False, False, False, True),
     ("context_overflow", True, True, False, False),
+    ("output_cap", False, False, False, False),
     ("payload_too_large", True, True, False, False),
     ("model_not_found", False, False, False, True),
     ("format_error", False, False, False, True),
@@ -202,9 +251,8 @@ def test_each_class_says_what_may_cure_it(name, retryable, compress, rotate, fal
     assert fault.advice
 
 
-def test_every_rule_names_a_known_class_and_every_class_can_be_reached():
-    assert {rule.fault for rule in RULES} <= set(FAULT_CLASSES)
-    assert set(FAULT_CLASSES) - {rule.fault for rule in RULES} == {"unknown"}
+def test_every_rule_names_a_known_class_and_every_class_has_a_rule():
+    assert {rule.fault for rule in RULES} == set(FAULT_CLASSES)
 
 
 def test_describe_gives_the_advice_with_the_providers_words():

@@ -13,12 +13,19 @@ phone-like numbers and environment *lookups* (``os.getenv("API_KEY")``,
 ``${DB_PASSWORD}``) pass unchanged. Phone numbers are deliberately not masked:
 in code and tool output they are far more often ordinary digits.
 
-Speed: a rule runs its regex only when one of its substring triggers occurs,
-and every pattern starts with a literal (a key prefix, ``://``, a keyword) so
-the regex engine can skip ahead instead of trying every position; the context
-around the literal (token boundaries, variable names, URL schemes) is checked
-in Python on the few matches. Case-insensitive rules run on a lower-cased copy
-with identical indices. ``redact`` is idempotent: masked text is never masked again.
+Speed: every rule but the private-key blocks matches within one line and
+reads its context (token boundaries, variable names, URL schemes, the rest of
+the line) only from that line. So ``redact`` makes one pass over a lower-case
+ASCII shadow of the text (same indices) for the families' markers: a literal
+prefix with the shape that must follow it (``sk-`` and twenty token
+characters, ``eyj``), a ``=`` or ``:`` after a secret-ish name, ``://...@``, a
+digit and ``:`` before a bot token. The rules then run on the lines that hold
+a marker and nowhere else, and the result is what ``redact_exhaustive`` (every
+rule over the whole text) gives. Private-key blocks span lines; they are
+matched over the whole text first, behind a substring check. Within a line, a
+rule runs its regex only when one of its substring triggers occurs, and
+case-insensitive rules run on a lower-cased copy with identical indices.
+``redact`` is idempotent: masked text is never masked again.
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ def placeholder(kind: str) -> str:
 
 def _has_digit(value: str) -> bool:
     return any(c.isdigit() for c in value)
+
+
+def _body(value: str) -> str:
+    """A vendor token without its prefix (``fw_``, ``am_org_`` ...): the random part."""
+    return re.split(r"[-_.]", value, maxsplit=1)[-1]
 
 
 def _has_digit_and_letter(value: str) -> bool:
@@ -82,7 +94,9 @@ _REFERENCE = re.compile(
     )$""",
     re.VERBOSE | re.DOTALL,
 )
-_TRIVIAL = frozenset({"", "true", "false", "yes", "no", "on", "off", "none", "null", "nil", "~", "undefined", "|", ">", "|-", ">-"})
+#: Values that are never a credential: booleans, empties, YAML block markers and the object a method runs on.
+_TRIVIAL = frozenset({"", "true", "false", "yes", "no", "on", "off", "none", "null", "nil", "~", "undefined", "|", ">",
+                      "|-", ">-", "self", "cls", "this"})
 _TYPE_HINT = re.compile(
     r"^(?:Optional\[)?(?:str|bytes|int|bool|Any|SecretStr|SecretBytes|string|number|boolean)\]?(?:\s*\|\s*None)?(?:\s*[=,)].*)?$"
 )
@@ -165,15 +179,26 @@ class Rule:
     when ``lowered``) for the regex to run at all. The regex runs on the same
     text the triggers were checked against. ``judge`` sees the original text
     and the match and decides what, if anything, to mask.
+
+    ``markers`` tell ``redact`` which lines to run the rule on: regex sources
+    over the lower-case ASCII shadow, each a literal prefix and what must
+    follow it, one of which lies inside every match (default: the triggers).
+    A ``multiline`` rule runs over the whole text instead.
     """
 
     pattern: re.Pattern[str]
     triggers: tuple[str, ...]
     judge: Judge
     lowered: bool = False
+    markers: tuple[str, ...] = ()
+    multiline: bool = False
+
+    def marker_sources(self) -> tuple[str, ...]:
+        return self.markers or tuple(re.escape(trigger.lower()) for trigger in self.triggers)
 
 
-def _token(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[str], bool] | None = None) -> Rule:
+def _token(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[str], bool] | None = None,
+           markers: tuple[str, ...] = ()) -> Rule:
     """A self-identifying token: the whole match, which must start a token and pass ``check``."""
 
     def judge(text: str, match: re.Match[str]) -> Verdict:
@@ -182,10 +207,11 @@ def _token(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[
             return None
         return kind, start, end
 
-    return Rule(re.compile(pattern + _TOKEN_END), triggers, judge)
+    return Rule(re.compile(pattern + _TOKEN_END), triggers, judge, markers=markers)
 
 
-def _group(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[str], bool] | None = None, *, lowered: bool = False) -> Rule:
+def _group(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[str], bool] | None = None, *,
+           lowered: bool = False, markers: tuple[str, ...] = ()) -> Rule:
     """A secret identified by what stands before it: only the ``secret`` group is masked."""
 
     def judge(text: str, match: re.Match[str]) -> Verdict:
@@ -194,13 +220,15 @@ def _group(kind: str, pattern: str, triggers: tuple[str, ...], check: Callable[[
             return None
         return kind, start, end
 
-    return Rule(re.compile(pattern), triggers, judge, lowered)
+    return Rule(re.compile(pattern), triggers, judge, lowered, markers)
 
 
 def _telegram(text: str, match: re.Match[str]) -> Verdict:
-    """Anchored on ``:AA``; the bot id before it must be 8-10 digits."""
+    """Anchored on the ``:``; the bot id before it is 8-12 digits, alone or after ``bot``, and the secret random."""
     start = _name_start(text, match.start(), _DIGITS)
-    if not 8 <= match.start() - start <= 10:
+    if not 8 <= match.start() - start <= 12 or not _mixed(text[match.start() + 1 : match.end()]):
+        return None
+    if not (_at_token_start(text, start) or (text.endswith("bot", 0, start) and _at_token_start(text, start - 3))):
         return None
     return "telegram_bot_token", start, match.end()
 
@@ -274,13 +302,22 @@ _FIELD_KEYWORDS = (
 )
 
 
+#: The next pair of a form-encoded body: ``&name=``.
+_FORM_PAIR = re.compile(r"&[A-Za-z_][\w.\[\]-]*=")
+#: An unquoted dict value made of name characters only is a variable, not a literal.
+_BARE_NAME = re.compile(r"[A-Za-z_]+")
+_BRACKET_END = re.compile(r"[\]})]")
+
+
 def _secret_field(text: str, match: re.Match[str]) -> Verdict:
     """A field whose name ends in a sensitive word, in one of four layouts.
 
-    JSON or dict literal (``"password": "x"``), YAML line (``password: x``),
-    assignment or keyword argument with a quoted literal (``token = "x"``) and
-    an ini/properties line with a bare value (``db.password=x``). Anything else
-    (prose such as ``token: the API token``, ``password = getpass()``) passes.
+    JSON or dict literal (``"password": "x"``; a bare name as the value is a
+    variable), YAML line (``password: x``), assignment or keyword argument with
+    a quoted literal (``token = "x"``) and an ini/properties line or the first
+    pair of a form body with a bare value (``db.password=x``,
+    ``password=x&user=bob``). Anything else (prose such as ``token: the API
+    token``, ``password = getpass()``) passes.
     """
     name_start = _name_start(text, match.start("key"))
     name = text[name_start : match.end("key")]
@@ -289,13 +326,16 @@ def _secret_field(text: str, match: re.Match[str]) -> Verdict:
     separator = match.group("sep")
     start, end = match.span("secret")
     raw = text[start:end]
+    if close and not _is_quoted(raw):  # a bare value inside a dict literal ends with the literal
+        end = start + len(_BRACKET_END.split(raw, 1)[0])
+        raw = text[start:end]
     value = _unquote(raw)
     if not _is_literal_secret(value, quoted=_is_quoted(raw)) or value.lower() == name.lower().rsplit(".", 1)[-1]:
         return None
     line_start = _line_prefix(text, name_start).strip() in ("", "-")
-    line_ends = _rest_of_line(text, end).strip()[:1] in ("", "#")
+    line_ends = _rest_of_line(text, end).strip()[:1] in ("", "#") or bool(_FORM_PAIR.match(text, end))
     if close:
-        layout_ok = before == close and separator == ":"
+        layout_ok = before == close and separator == ":" and (_is_quoted(raw) or not _BARE_NAME.fullmatch(value))
     elif before in "\"'":
         layout_ok = False
     elif separator == "=":
@@ -326,6 +366,11 @@ _QUERY_NAMES = (
     r"(?:access_token|id_token|refresh_token|auth_token|api_key|apikey|client_secret|password|passwd|secret|token|sig|signature)"
 )
 
+#: Where the credential-field rules can match: a secret-ish word, maybe more name characters, then ``=`` or ``:``.
+_FIELD_MARKERS = tuple(
+    word + r"[a-z0-9_-]*[\"']?[ \t]*[:=]" for word in ("key", "token", "secret", "pass", "pwd", "credential", "auth", "sig")
+)
+
 RULES: tuple[Rule, ...] = (
     # Multi-line blocks first, so later rules never see a fragment of them.
     Rule(
@@ -335,45 +380,65 @@ RULES: tuple[Rule, ...] = (
         ),
         ("PRIVATE KEY",),
         lambda text, m: ("private_key", *m.span()),
+        multiline=True,
     ),
     Rule(  # A block cut off before its END line (truncated logs, shortened tool output).
         re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s:,-]|\\[nr])*"),
         ("PRIVATE KEY",),
         lambda text, m: ("private_key", *m.span()),
+        multiline=True,
     ),
-    _token("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyJ",)),
-    # Vendor formats recognisable by their prefix.
+    # A JWT: header, and the payload and signature when present (a header alone is a token cut short).
+    _token("jwt", r"eyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_=-]{2,}){0,2}", ("eyJ",), markers=(r"eyj[a-z0-9_-]{10}",)),
+    # Vendor formats recognisable by their prefix; the lengths cover each family's real range.
     _token("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
     _token("openrouter_key", r"sk-or-v1-[A-Za-z0-9]{32,}", ("sk-or-",)),
-    _token("openai_key", r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{32,})", ("sk-",), _has_digit),
-    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
-    _token("github_token", r"github_pat_[A-Za-z0-9_]{40,}", ("github_pat_",)),
+    _token("openai_key", r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})", ("sk-",), _has_digit,
+           (r"sk-[a-z0-9]{20}", "sk-proj-", "sk-svcacct-", "sk-admin-")),
+    _token("elevenlabs_key", r"sk_[A-Za-z0-9]{32,}", ("sk_",), _mixed, (r"sk_[a-z0-9]{32}",)),
+    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{20,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    _token("github_token", r"github_pat_[A-Za-z0-9_]{22,}", ("github_pat_",)),
     _token("gitlab_token", r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{20,}", ("glpat-", "gldt-", "glrt-", "glptt-"), _has_digit),
     _token("slack_token", r"xox[abposr]-[A-Za-z0-9-]{10,}", ("xox",), _has_digit),
     _token("slack_token", r"xapp-\d-[A-Za-z0-9-]{20,}", ("xapp-",)),
     _group("slack_webhook", r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9/_-]{16,})", ("hooks.slack.com",)),
-    _token("google_api_key", r"AIza[0-9A-Za-z_-]{35}", ("AIza",)),
+    _token("google_api_key", r"AIza[0-9A-Za-z_-]{30,}", ("AIza",)),
     _token("aws_access_key_id", r"(?:AKIA|ASIA)[A-Z0-9]{16}", ("AKIA", "ASIA")),
-    _token("stripe_key", r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,}", ("_live_", "_test_"), _has_digit),
+    _token("stripe_key", r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,}", ("_live_", "_test_"), _has_digit, ("k_live_", "k_test_")),
     _token("stripe_key", r"whsec_[A-Za-z0-9]{24,}", ("whsec_",), _has_digit),
-    _token("sendgrid_key", r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ("SG.",)),
-    _token("huggingface_token", r"hf_[A-Za-z0-9]{30,}", ("hf_",), _mixed),
-    _token("replicate_token", r"r8_[A-Za-z0-9]{30,}", ("r8_",), _mixed),
-    _token("npm_token", r"npm_[A-Za-z0-9]{36}", ("npm_",), _mixed),
+    _token("sendgrid_key", r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ("SG.",), markers=(r"sg\.[a-z0-9_-]{16}",)),
+    _token("huggingface_token", r"hf_[A-Za-z0-9]{30,}", ("hf_",), _mixed, (r"hf_[a-z0-9]{30}",)),
+    _token("replicate_token", r"r8_[A-Za-z0-9]{30,}", ("r8_",), _mixed, (r"r8_[a-z0-9]{30}",)),
+    _token("npm_token", r"npm_[A-Za-z0-9]{30,}", ("npm_",), _mixed, (r"npm_[a-z0-9]{30}",)),
     _token("pypi_token", r"pypi-[A-Za-z0-9_-]{50,}", ("pypi-",), _has_digit),
-    _token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",)),
+    _token("digitalocean_token", r"do[opr]_v1_[A-Za-z0-9]{32,}", ("_v1_",)),
     _token("groq_key", r"gsk_[A-Za-z0-9]{40,}", ("gsk_",), _mixed),
     _token("xai_key", r"xai-[A-Za-z0-9]{40,}", ("xai-",), _mixed),
-    _token("twilio_key", r"SK[0-9a-f]{32}", ("SK",), _has_digit),
-    _token("mailgun_key", r"key-[0-9a-z]{32}", ("key-",), _has_digit),
-    Rule(re.compile(r":AA[A-Za-z0-9_-]{33}" + _TOKEN_END), (":AA",), _telegram),
+    _token("fireworks_key", r"(?:fw[-_]|fpk_)[A-Za-z0-9]{20,}", ("fw-", "fw_", "fpk_"),
+           lambda value: len(_body(value)) >= 30 or _mixed(_body(value)),
+           (r"fw-[a-z0-9]{20}", r"fw_[a-z0-9]{20}", r"fpk_[a-z0-9]{20}")),
+    _token("agentmail_key", r"am_(?:[a-z]{2,5}_)?[A-Za-z0-9]{20,}", ("am_",), lambda value: _has_digit(_body(value)),
+           (r"am_[a-z0-9]{20}", r"am_[a-z]{2,5}_[a-z0-9]{20}")),
+    _token("perplexity_key", r"pplx-[A-Za-z0-9]{20,}", ("pplx-",), _mixed),
+    _token("tavily_key", r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{20,}", ("tvly-",), _mixed),
+    _token("exa_key", r"exa_[A-Za-z0-9]{16,}", ("exa_",), lambda value: _has_digit(value) and _mixed(_body(value)),
+           (r"exa_[a-z0-9]{16}",)),
+    _token("notion_token", r"ntn_[A-Za-z0-9]{30,}", ("ntn_",), _mixed),
+    _token("matrix_token", r"syt_[A-Za-z0-9_]{20,}", ("syt_",), _mixed),
+    _token("encrypted_token", r"gAAAAA[A-Za-z0-9_=-]{40,}", ("gAAAAA",)),
+    _token("twilio_key", r"SK[0-9a-f]{32}", ("SK",), _has_digit, (r"sk[0-9a-f]{32}",)),
+    _token("mailgun_key", r"key-[0-9a-z]{32}", ("key-",), _has_digit, (r"key-[0-9a-z]{32}",)),
+    Rule(re.compile(r"(?<=\d):[A-Za-z0-9_-]{30,}" + _TOKEN_END), (":",), _telegram,
+         markers=(r":(?<=\d:)[a-z0-9_-]{30}",)),
     _token(
         "discord_token",
         r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
         (".",),
         lambda value: _mixed(value) and _has_digit(value),
+        (r"\.[a-z0-9_-]{6}\.",),
     ),
-    _group("azure_key", r"(?:AccountKey|SharedAccessKey|SharedSecret)=(?P<secret>[^;\"'\s]{8,})", ("AccountKey=", "SharedAccessKey=", "SharedSecret=")),
+    _group("azure_key", r"(?:AccountKey|SharedAccessKey|SharedSecret)=(?P<secret>[^;\"'\s]{8,})",
+           ("AccountKey=", "SharedAccessKey=", "SharedSecret="), markers=_FIELD_MARKERS),
     # Credentials identified by where they stand (these run on lower-cased text).
     _group(
         "authorization",
@@ -381,6 +446,7 @@ RULES: tuple[Rule, ...] = (
         ("authorization",),
         _is_literal_secret,
         lowered=True,
+        markers=_FIELD_MARKERS,
     ),
     _group(
         "api_key_header",
@@ -388,15 +454,19 @@ RULES: tuple[Rule, ...] = (
         ("api-key", "apikey", "x-auth-token", "x-access-token", "x-token"),
         _is_literal_secret,
         lowered=True,
+        markers=_FIELD_MARKERS,
     ),
-    _group("bearer_token", r"bearer[ \t]+(?P<secret>[a-z0-9._~+/=-]{16,})", ("bearer",), _has_digit_and_letter, lowered=True),
+    _group("bearer_token", r"bearer[ \t]+(?P<secret>[a-z0-9._~+/=-]{16,})", ("bearer",), _has_digit_and_letter,
+           lowered=True, markers=(r"bearer[ \t]",)),
     _group(
         "aws_secret_key",
         r"aws_?secret_?access_?key[\"']?[ \t]*[:=][ \t]*[\"']?(?P<secret>[a-z0-9/+=]{40})(?![a-z0-9/+=])",
         ("secret",),
         lowered=True,
+        markers=_FIELD_MARKERS,
     ),
-    Rule(re.compile(r"://(?:(?P<user>[^:/@\s\[\]]*):)?(?P<secret>[^:@\s/\[\]\\]+)@"), ("://",), _url_credential),
+    Rule(re.compile(r"://(?:(?P<user>[^:/@\s\[\]]*):)?(?P<secret>[^:@\s/\[\]\\]+)@"), ("://",), _url_credential,
+         markers=(r"://[^/\s@]*@",)),
     Rule(
         re.compile(
             r"(?P<name>(?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*)[ \t]*=(?!=)[ \t]*"
@@ -404,15 +474,17 @@ RULES: tuple[Rule, ...] = (
         ),
         ("KEY", "TOKEN", "SECRET", "PASS", "PWD", "CREDENTIAL", "AUTH"),
         _env_secret,
+        markers=_FIELD_MARKERS,
     ),
     Rule(
         re.compile(
             r"(?P<key>" + _FIELD_KEYWORDS + r")(?P<close>[\"']?)[ \t]*(?P<sep>:|=(?!=))[ \t]*"
-            r"(?P<secret>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'#;,\\]+)"
+            r"(?P<secret>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|(?:[^\s\"'#;,\\&]|&(?![a-z_][\w.\[\]-]*=))+)"
         ),
         ("password", "passwd", "passphrase", "secret", "token", "key", "credential"),
         _secret_field,
         lowered=True,
+        markers=_FIELD_MARKERS,
     ),
     _group(
         "url_parameter",
@@ -420,6 +492,7 @@ RULES: tuple[Rule, ...] = (
         ("token=", "key=", "secret=", "password=", "passwd=", "sig=", "signature="),
         _is_literal_secret,
         lowered=True,
+        markers=_FIELD_MARKERS,
     ),
     Rule(
         re.compile(
@@ -436,8 +509,79 @@ RULES: tuple[Rule, ...] = (
         ("-u", "--user"),
         _is_literal_secret,
         lowered=True,
+        markers=(r"-u[ \t]", r"--user[ \t]"),
     ),
 )
+
+#: Rules whose matches may span lines, run over the whole text; the others run line by line.
+_MULTILINE_RULES = tuple(rule for rule in RULES if rule.multiline)
+_LINE_RULES = tuple(rule for rule in RULES if not rule.multiline)
+
+
+# ---------------------------------------------------------------- the markers
+
+
+def _literal_head(source: str) -> tuple[str, str]:
+    """Split a regex source into its leading literal text and the rest."""
+    head: list[str] = []
+    index = 0
+    while index < len(source):
+        char = source[index]
+        if char == "\\" and index + 1 < len(source) and not source[index + 1].isalnum():
+            head.append(source[index + 1])
+            index += 2
+        elif char in ".^$*+?{}[]()|\\":
+            break
+        else:
+            head.append(char)
+            index += 1
+    return "".join(head), source[index:]
+
+
+#: ASCII from rarest to commonest in code and tool output (counted on the shared recordings). Each marker is
+#: looked for from its rarest literal character, so the scan stops at few positions of the text.
+_RARITY = {char: rank for rank, char in enumerate("^;$%~|!&?@z+*78}{jq965#4<>k3]\\2[x1/v\"0)(-':wb,g`=yhf_mudp.clnoraiste ")}
+
+
+def _anchored(source: str) -> tuple[str, str]:
+    """A marker as its rarest literal character and the regex that must hold from there.
+
+    ``sk-proj-`` becomes ``j`` and ``(?<=sk-proj)-``: the engine stops at the
+    ``j`` and looks back for the rest of the literal, then on for the tail.
+    """
+    head, tail = _literal_head(source)
+    if not head:
+        raise ValueError(f"marker {source!r} must start with a literal")
+    index = min(range(len(head)), key=lambda k: _RARITY.get(head[k], len(_RARITY)))
+    behind = f"(?<={re.escape(head[: index + 1])})" if index else ""
+    return head[index], behind + re.escape(head[index + 1 :]) + tail
+
+
+def _marker_pattern(rules: tuple[Rule, ...]) -> re.Pattern[bytes]:
+    """All markers as one regex, grouped by the character each is anchored at."""
+    groups: dict[str, set[str]] = {}
+    for source in {source for rule in rules for source in rule.marker_sources()}:
+        anchor, rest = _anchored(source)
+        groups.setdefault(anchor, set()).add(rest)
+    branches = []
+    for anchor, rests in sorted(groups.items()):
+        alternatives = "" if "" in rests else "|".join(sorted(rests))
+        branches.append(re.escape(anchor) + (f"(?:{alternatives})" if "|" in alternatives else alternatives))
+    return re.compile("|".join(branches).encode("ascii"))
+
+
+_MARKERS = _marker_pattern(_LINE_RULES)
+#: The two characters whose lower case is ASCII though they are not; the shadow must see them lowered.
+_ASCII_LOWERING = {"\u0130": "I", "\u212a": "k"}
+
+
+def _shadow(text: str) -> bytes:
+    """Lower-case ASCII bytes with the indices of ``text``; other characters become ``?``."""
+    if not text.isascii():
+        for char, ascii_char in _ASCII_LOWERING.items():
+            if char in text:
+                text = text.replace(char, ascii_char)
+    return text.encode("ascii", "replace").lower()
 
 
 # ---------------------------------------------------------------- application
@@ -476,12 +620,10 @@ def _lower(text: str) -> str:
     return lowered
 
 
-def redact(text: str) -> str:
-    """``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
-    if not isinstance(text, str):
-        raise TypeError(f"redact() needs a str, got {type(text).__name__}")
+def _run(rules: tuple[Rule, ...], text: str) -> str:
+    """Each rule in turn over all of ``text``, where its triggers occur."""
     lowered: str | None = None
-    for rule in RULES:
+    for rule in rules:
         if rule.lowered:
             if lowered is None:
                 lowered = _lower(text)
@@ -498,6 +640,41 @@ def redact(text: str) -> str:
             text = redacted
             lowered = None
     return text
+
+
+def _check(text: Any) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"redact() needs a str, got {type(text).__name__}")
+
+
+def redact_exhaustive(text: str) -> str:
+    """Every rule over the whole text: the definition of what ``redact`` returns, and its slow reference."""
+    _check(text)
+    return _run(RULES, text)
+
+
+def redact(text: str) -> str:
+    """``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``.
+
+    The result is ``redact_exhaustive(text)``; only the lines holding a marker are read by the rules.
+    """
+    _check(text)
+    text = _run(_MULTILINE_RULES, text)
+    shadow = _shadow(text)
+    pieces: list[str] = []
+    last = 0
+    hit = _MARKERS.search(shadow)
+    while hit is not None:
+        start = shadow.rfind(b"\n", 0, hit.start()) + 1
+        end = shadow.find(b"\n", hit.start())
+        end = len(shadow) if end == -1 else end
+        pieces += (text[last:start], _run(_LINE_RULES, text[start:end]))
+        last = end
+        hit = _MARKERS.search(shadow, end)
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def redact_value(value: Any) -> Any:

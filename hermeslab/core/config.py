@@ -259,7 +259,8 @@ class RecoveryConfig:
     backoff_cap: float = 60.0
     #: Longest ``Retry-After`` honoured, in seconds.
     retry_after_cap: float = 600.0
-    #: Failed attempts at an overloaded, timing-out or rate-limited provider before a fallback takes over.
+    #: Failed attempts at an overloaded, timing-out or unreachable provider before a fallback takes over (a rate
+    #: limit falls back at the first failure once no credential refresh is left, as Hermes does).
     fallback_after: int = 2
     #: Continuation requests for a reply cut by the output limit (``finish_reason == "length"``).
     max_continuations: int = 3

@@ -7,6 +7,12 @@ reproducible whatever the timing). ``FaultEndpoint`` answers the chosen calls
 with the fault and every other call honestly, over real HTTP, so the client
 and the recovery chain see exactly what a failing provider would send.
 
+The output-cap faults refuse only requests that ask for more output than
+their ``available`` budget (the whole request when it names no cap), so a
+client that lowers ``max_tokens`` below the budget gets the honest answer. The
+message-only faults carry no status and no error type a client could map: only
+their words say what went wrong, as with custom providers and gateways.
+
 Faults that spoil an answer (empty, thinking-only, cut by the output limit)
 keep the honest answer back. When the next request repeats the spoiled one,
 or continues it with an assistant message and then only assistant and user
@@ -71,6 +77,14 @@ FAULT_KINDS: dict[str, str] = {
     "auth": "401 invalid_api_key",
     "billing": "403 spending limit reached",
     "model_not_found": "404 model_not_found",
+    "output_cap_anthropic": "400 'max_tokens: R > context_window: W - input_tokens: P = available_tokens: A' (Anthropic)",
+    "output_cap_openai": "400 'max_tokens is too large: R. This model supports at most A completion tokens' (OpenAI)",
+    "output_cap_openrouter": "400 'maximum context length is W tokens ... (P of text input, 0 of tool input, "
+                             "R in the output)' (OpenRouter)",
+    "output_cap_vllm": "400 ''max_tokens' or 'max_completion_tokens' is too large: R ... (R > W - P)' (vLLM)",
+    "disconnect_message": "no status: an error event (or a 200 error body) saying only that the server disconnected",
+    "tls_alert_message": "no status: an error event (or a 200 error body) quoting an SSL bad-record-mac alert",
+    "connect_error_message": "no status: an error event (or a 200 error body) saying the upstream could not be reached",
     "slow": "the reply arrives after `delay` seconds (set it above the client's timeout)",
     "connection_reset": "the connection is reset before any response",
     "stream_cut": "a stream broken off half-way (no finish, no usage); a plain request is reset",
@@ -84,13 +98,24 @@ FAULT_KINDS: dict[str, str] = {
 _HTTP_ERRORS = frozenset({
     "overflow_openai", "overflow_anthropic", "overflow_vllm", "overflow_llamacpp", "payload_too_large", "rate_limit",
     "rate_limit_bare", "server_error", "bad_gateway", "unavailable", "overloaded", "auth", "billing",
-    "model_not_found",
+    "model_not_found", "output_cap_anthropic", "output_cap_openai", "output_cap_openrouter", "output_cap_vllm",
 })
+#: Faults that refuse only a request asking for more output than their ``available`` budget.
+_OUTPUT_CAPS = frozenset(kind for kind in FAULT_KINDS if kind.startswith("output_cap_"))
+#: Faults reported by their words alone.
+_MESSAGE_ONLY = {
+    "disconnect_message": "Server disconnected without sending a response.",
+    "tls_alert_message": "[SSL: BAD_RECORD_MAC] sslv3 alert bad record mac (_ssl.c:2580)",
+    "connect_error_message": "upstream connect error or disconnect/reset before headers. reset reason: "
+                             "connection failure",
+}
+#: The output a request that names no ``max_tokens`` is taken to ask for.
+DEFAULT_OUTPUT_CAP = 8_192
 #: Faults whose honest answer is kept back for a request that asks the model to go on.
 _WITHHOLDING = frozenset({"empty", "reasoning_only", "length"})
 #: Rule options, and the only kinds that may set them.
 _OPTIONS = {"retry_after": ("rate_limit",), "window": tuple(k for k in FAULT_KINDS if k.startswith("overflow_")),
-            "delay": ("slow",)}
+            "delay": ("slow",), "available": tuple(sorted(_OUTPUT_CAPS))}
 
 THOUGHT = "<think>\nThe request is clear. I will work out the answer step by step before replying.\n</think>"
 #: Appended by the ``surrogates`` fault: the first half of an emoji whose second half never came.
@@ -113,6 +138,8 @@ class FaultRule:
     window: int = 8_192
     #: ``slow``: seconds before the reply is sent.
     delay: float = 1.0
+    #: ``output_cap_*``: the output tokens the error says would fit beside the prompt.
+    available: int = 1_024
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -123,8 +150,8 @@ class FaultRule:
             raise ValueError(f"fault {self.kind}: 'at' must list call indices (integers from 0), got {sorted(self.at)}")
         if not self.at and self.rate == 0.0:
             raise ValueError(f"fault {self.kind}: give call indices ('at') or a rate above 0")
-        if self.retry_after < 0 or self.delay < 0 or self.window < 1:
-            raise ValueError(f"fault {self.kind}: retry_after and delay must be >= 0 and window >= 1")
+        if self.retry_after < 0 or self.delay < 0 or self.window < 1 or self.available < 1:
+            raise ValueError(f"fault {self.kind}: retry_after and delay must be >= 0, window and available >= 1")
 
 
 @dataclass(frozen=True)
@@ -265,6 +292,12 @@ class FaultEndpoint(CompletionEndpoint):
         except ValueError as exc:
             return error_reply(400, str(exc))
         call.request.model = call.request.model or getattr(self.provider, "model", None) or self.provider.name
+        if rule is not None and rule.kind in _OUTPUT_CAPS and _requested_output(call) <= rule.available:
+            self._record(call_index, rule.kind, False)
+            rule = None
+        if rule is not None and rule.kind in _MESSAGE_ONLY:
+            self._record(call_index, rule.kind, True)
+            return _message_only(_MESSAGE_ONLY[rule.kind], call)
         if rule is not None and rule.kind in _HTTP_ERRORS:
             self._record(call_index, rule.kind, True)
             return _ERROR_REPLIES[rule.kind](rule, call)
@@ -330,6 +363,14 @@ class FaultEndpoint(CompletionEndpoint):
         chunks = list(stream_chunks(iter([*items, response]), model, call.completion_id, call.created, include_usage))
         stream = _cut_off(chunks, max(2, len(chunks) // 2)) if cut else iter(chunks)
         return Reply(chunks=stream, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+
+
+def _message_only(message: str, call: _Call) -> Reply:
+    """An error with words and nothing else: the first event of a stream, or the body of a plain 200."""
+    error = {"error": {"message": message}}
+    if call.streamed:
+        return Reply(chunks=iter([error]), headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    return Reply(body=error)
 
 
 def _cut_off(chunks: list[dict[str, Any]], keep: int) -> Iterator[dict[str, Any]]:
@@ -453,6 +494,41 @@ def _overflow_llamacpp(rule: FaultRule, call: _Call) -> Reply:
         "type": "exceed_context_size_error", "n_prompt_tokens": _claimed_tokens(rule, call), "n_ctx": rule.window}})
 
 
+def _requested_output(call: _Call) -> int:
+    return call.request.max_tokens or DEFAULT_OUTPUT_CAP
+
+
+def _output_cap_anthropic(rule: FaultRule, call: _Call) -> Reply:
+    prompt = call.prompt_tokens
+    return _anthropic_error(400, "invalid_request_error",
+                            f"max_tokens: {_requested_output(call)} > context_window: {prompt + rule.available} - "
+                            f"input_tokens: {prompt} = available_tokens: {rule.available}")
+
+
+def _output_cap_openai(rule: FaultRule, call: _Call) -> Reply:
+    requested = _requested_output(call)
+    return _openai_error(400, f"max_tokens is too large: {requested}. This model supports at most {rule.available} "
+                              f"completion tokens, whereas you provided {requested}.",
+                         "invalid_request_error", "invalid_value", "max_tokens")
+
+
+def _output_cap_openrouter(rule: FaultRule, call: _Call) -> Reply:
+    prompt, requested = call.prompt_tokens, _requested_output(call)
+    return Reply(status=400, body={"error": {"code": 400, "message": (
+        f"This endpoint's maximum context length is {prompt + rule.available} tokens. However, you requested about "
+        f"{prompt + requested} tokens ({prompt} of text input, 0 of tool input, {requested} in the output). Please "
+        "reduce the length of either one.")}})
+
+
+def _output_cap_vllm(rule: FaultRule, call: _Call) -> Reply:
+    prompt, requested = call.prompt_tokens, _requested_output(call)
+    window = prompt + rule.available
+    return Reply(status=400, body={"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                                   "message": f"'max_tokens' or 'max_completion_tokens' is too large: {requested}. "
+                                              f"This model's maximum context length is {window} tokens and your "
+                                              f"request has {prompt} input tokens ({requested} > {window} - {prompt})."})
+
+
 def _rate_limit(rule: FaultRule, call: _Call) -> Reply:
     wait = f"{rule.retry_after:g}"
     return _openai_error(
@@ -488,6 +564,10 @@ _ERROR_REPLIES = {
     "model_not_found": lambda rule, call: _openai_error(
         404, f"The model `{call.request.model}` does not exist or you do not have access to it.",
         "invalid_request_error", "model_not_found"),
+    "output_cap_anthropic": _output_cap_anthropic,
+    "output_cap_openai": _output_cap_openai,
+    "output_cap_openrouter": _output_cap_openrouter,
+    "output_cap_vllm": _output_cap_vllm,
 }
 
 

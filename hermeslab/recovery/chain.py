@@ -6,6 +6,12 @@ the next fallback provider, and finally giving up with advice. Retries are
 bounded per call (``agent.api_max_retries``); the refresh happens at most once
 per turn; fallbacks are turn-scoped, so the primary is tried again when the
 next turn starts.
+
+When a fallback is configured, some faults switch to it before the retries
+run out: a rate limit at the first failure once no credential refresh is left
+to try (a rate-limited key does not recover within the retry window, which is
+what Hermes does too), and an overloaded, timing-out or unreachable provider
+after ``recovery.fallback_after`` failures.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Callable, Sequence
 from ..core.config import RecoveryConfig
 from ..core.provider import Provider, ProviderError
 from .backoff import retry_delay
-from .classify import Classification
+from .classify import Classification, FaultClass
 
 #: Builds a provider with fresh credentials from the one that was refused, or None when it cannot.
 CredentialRefresh = Callable[[Provider], Provider | None]
@@ -104,9 +110,10 @@ class RecoveryChain:
         call.consecutive_rate_limits = call.consecutive_rate_limits + 1 if kind.name == "rate_limit" else 0
         if kind.compress:
             return Decision("compress", reason="the prompt is too large for the provider")
-        if kind.repair is not None and kind.repair not in call.repairs:
-            call.repairs.add(kind.repair)
-            return Decision("repair", repair=kind.repair, reason=kind.repair.replace("_", " "))
+        repair = _repair_for(fault, call)
+        if repair is not None:
+            call.repairs.add(repair)
+            return Decision("repair", repair=repair, reason=repair.replace("_", " "))
         if kind.rotate_credential and self._may_refresh(kind.name, call):
             self.refreshed = True
             fresh = self._refresh(self.active.provider)
@@ -114,7 +121,7 @@ class RecoveryChain:
                 self.active.provider = fresh
                 return Decision("refresh", reason=f"new credentials for {self.active.label}")
         if kind.retryable and call.failures <= self.max_retries:
-            if kind.eager_fallback and self.has_fallback and call.failures >= self.cfg.fallback_after:
+            if self.has_fallback and self._switch_early(kind, call):
                 return self._fall_back(call, f"{call.failures} failed attempts ({kind.name})")
             return Decision("retry", delay=retry_delay(fault, call.failures, self.cfg, self._rng),
                             reason=f"retry {call.failures} of {self.max_retries}")
@@ -123,6 +130,12 @@ class RecoveryChain:
         if kind.retryable:
             return Decision("give_up", reason=f"{fault.describe()}; gave up after {call.failures} attempts")
         return Decision("give_up", reason=fault.describe())
+
+    def _switch_early(self, kind: FaultClass, call: CallState) -> bool:
+        """Fall back before the retries run out: see the module docstring."""
+        if kind.fall_back_first and (self._refresh is None or self.refreshed):
+            return True
+        return kind.eager_fallback and call.failures >= self.cfg.fallback_after
 
     def _may_refresh(self, fault_name: str, call: CallState) -> bool:
         """One refresh per turn; a rate limit earns it only when it repeats (the first one may just pass)."""
@@ -134,6 +147,16 @@ class RecoveryChain:
         previous = self.active.label
         self.fall_back(call)
         return Decision("fallback", reason=f"{why}: switched from {previous} to {self.active.label}")
+
+
+def _repair_for(fault: Classification, call: CallState) -> str | None:
+    """The class's one-off repair, unless this call tried it already or it needs a budget the error does not state."""
+    repair = fault.fault.repair
+    if repair is None or repair in call.repairs:
+        return None
+    if repair == "lower_output_cap" and fault.output_budget is None:
+        return None
+    return repair
 
 
 class RecoveryFailed(ProviderError):

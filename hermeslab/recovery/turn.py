@@ -2,11 +2,11 @@
 
 The agent reports what happened (a classified failure, an empty reply, broken
 tool-call arguments, a refusal as too large after the context driver ran) and
-gets back what to do: send again (after a wait, with repaired messages or
-extra scaffolding), compress and ask again, answer with a text at hand, or
-give up with a message for people. The budgets of the turn (retries, empty
-reply steps, argument retries), the provider slots and the log of actions
-live here, so the loop only applies decisions.
+gets back what to do: send again (after a wait, with repaired messages, a
+lower output cap or extra scaffolding), compress and ask again, answer with a
+text at hand, or give up with a message for people. The budgets of the turn
+(retries, empty reply steps, argument retries), the provider slots and the log
+of actions live here, so the loop only applies decisions.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ class FailureStep:
     failure: RecoveryFailed | None = None
     #: A warning for people (a switch to a fallback provider).
     notice: str | None = None
+    #: The output cap for the rest of this call's attempts (the provider said the requested one does not fit).
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ class TurnRecovery:
             return FailureStep("send", messages, notice=f"falling back: {decision.reason}")
         if decision.repair == "repair_encoding":
             return FailureStep("send", _repair_encoding(messages, history))
+        if decision.repair == "lower_output_cap":
+            return FailureStep("send", messages, max_tokens=lowered_output_cap(fault))
         if decision.action == "repair":
             self.active.repairs.add(decision.repair)
         return FailureStep("send", messages)
@@ -191,6 +195,25 @@ class TurnRecovery:
             notice = f"falling back to {self.active.label} after empty replies"
         self.log.open("empty", step, attempt)
         return EmptyStep("ask_again", notice=notice)
+
+
+#: Tokens kept free below the budget the provider states: its count and ours of the same prompt differ a little.
+OUTPUT_CAP_MARGIN = 64
+
+
+def lowered_output_cap(fault: Classification) -> int:
+    """An output cap just under what the provider says fits, and under what our own count leaves in the window.
+
+    The window itself is left alone: the prompt fits, only the requested output
+    did not. When our estimate of the prompt already fills the window it is
+    wrong about this request, and the provider's budget alone decides.
+    """
+    budget = fault.output_budget
+    if budget is None:
+        raise ValueError("lowered_output_cap() needs a classification with an output budget")
+    size = fault.size
+    room = size.window - size.tokens if size is not None else 0
+    return max(1, (min(budget, room) if room > 0 else budget) - OUTPUT_CAP_MARGIN)
 
 
 def _repair_encoding(messages: list[Message], history: list[Message]) -> list[Message]:
