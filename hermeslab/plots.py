@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,12 +11,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from .store.lab import Lab
+
+
+class ShownFigure(Figure):
+    """A matplotlib Figure that a notebook renders as a picture whatever the backend (no ``%matplotlib`` needed).
+
+    The figures here are made without pyplot, so no backend registers a display
+    for them; ``_repr_png_`` hands IPython the picture itself.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        FigureCanvasAgg(self).print_png(buffer)
+        return buffer.getvalue()
 
 
 @dataclass
@@ -100,7 +116,6 @@ def plot_token_usage(
     (given, from the Runtime, or from the latest logged compression), triangles
     mark compressions, and dotted verticals mark where a new session began.
     """
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     source = resolve_usage_source(session_or_lineage, lab)
@@ -108,7 +123,7 @@ def plot_token_usage(
     threshold = threshold_tokens or source.threshold_tokens or _logged_threshold(compressions)
     window = context_length or source.context_length or _logged_window(source)
     usage = token_usage_frame(source.lab, source.lineage)
-    fig = Figure(figsize=(9, 4.2))
+    fig = ShownFigure(figsize=(9, 4.2))
     ax = fig.subplots()
     ax.set_title(title or f"Token usage per API call · {source.lineage[-1]}")
     if usage.empty:
@@ -180,3 +195,4 @@ def _mark_session_boundaries(ax: Axes, usage: pd.DataFrame, top: float) -> None:
         ax.axvline(row.call - 0.5, color="grey", ls=":", lw=1, label="new session" if number == 0 else None)
         ax.text(row.call - 0.4, top * 0.97, f"…{str(row.session_id)[-6:]}", fontsize=7, color="grey",
                 va="top", rotation=90)
+

@@ -279,6 +279,18 @@ def test_config_command_rebuilds_with_overrides_and_keeps_the_conversation(shell
     assert "continues in session" in capsys.readouterr().out
 
 
+def test_a_refused_setting_leaves_the_previous_config_in_force(shell, capsys):
+    shell.run_cell("%%hermes\nread notes.txt")
+    chat = current_chat()
+    session = chat.runtime.agent.session.id
+    with pytest.raises(UsageError, match=r"compression.threshold: expected a fraction in \(0, 1\], got 5"):
+        shell.run_line_magic("hermes", "config compression.threshold=5")
+    assert chat.runtime.config.compression.threshold == 0.5 and "compression.threshold" not in chat.overrides
+    shell.run_line_magic("hermes", "status")
+    shell.run_cell("%%hermes\nlist files")  # no event loop here: the turn runs in the foreground
+    assert chat.runtime.agent.session.id == session and chat.runtime.agent.session.turns == 2
+
+
 def test_export_writes_markdown_and_the_recorded_session_format(shell, tmp_path):
     shell.run_cell("%%hermes\nread notes.txt")
     shell.run_line_magic("hermes", f"export jsonl {tmp_path / 'out' / 'chat.jsonl'}")

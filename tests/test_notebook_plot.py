@@ -45,6 +45,13 @@ def test_plot_of_a_live_runtime_marks_threshold_compression_and_the_new_session(
     assert runtime.agent.session.id in ax.get_title()
 
 
+def test_the_plot_shows_as_a_picture_in_a_notebook_without_the_matplotlib_magic(compressed_chat):
+    from IPython.core.formatters import DisplayFormatter
+
+    shown, _ = DisplayFormatter().format(hermeslab.plot_token_usage(compressed_chat[0]))
+    assert shown["image/png"].startswith(b"\x89PNG")
+
+
 def test_a_session_id_plots_its_lineage_and_reads_the_threshold_from_the_log(compressed_chat):
     runtime, first, lab_path = compressed_chat
     threshold = runtime.agent.compactor.budgets.threshold_tokens
@@ -63,3 +70,4 @@ def test_bad_input_gets_a_clear_error(compressed_chat, tmp_path):
         hermeslab.plot_token_usage(42, lab=lab_path)
     with pytest.raises(ValueError, match="holds no sessions"):
         hermeslab.plot_token_usage(open_lab(tmp_path / "empty.duckdb"))
+
