@@ -31,6 +31,11 @@ HERMES_NAMES = {
 }
 
 
+#: Why hermeslab names a refused connection where Hermes 0.19.0 waits on it as a timeout.
+REFUSED_WHY = ("nothing listening is not a passing fault: one quick retry, then the turn ends saying where "
+               "nothing listened, instead of a minute of backoff")
+
+
 @dataclass(frozen=True)
 class Spec:
     id: str
@@ -155,10 +160,13 @@ CASES: tuple[Spec, ...] = (
     Spec("ssl-alert-large", "connection", "[SSL: BAD_RECORD_MAC] sslv3 alert bad record mac (_ssl.c:2580)",
          size=NEAR_WINDOW),
     Spec("ssl-alert-openssl3", "connection", "ERR_SSL_SSL/TLS_ALERT_BAD_RECORD_MAC during read"),
-    Spec("httpx-connect-error", "connection", "[Errno 111] Connection refused", type_name="ConnectError"),
-    Spec("connection-refused-builtin", "connection", "Connection refused: localhost:11434",
-         type_name="ConnectionRefusedError"),
-    Spec("connect-refused-message", "connection", "connect ECONNREFUSED 10.1.2.3:8000", size=NEAR_WINDOW,
+    Spec("httpx-connect-error", "connection_refused", "[Errno 111] Connection refused", type_name="ConnectError",
+         hermes="timeout", why=REFUSED_WHY),
+    Spec("connection-refused-builtin", "connection_refused", "Connection refused: localhost:11434",
+         type_name="ConnectionRefusedError", hermes="timeout", why=REFUSED_WHY),
+    Spec("name-not-resolved", "connection", "[Errno -2] Name or service not known (getaddrinfo failed)",
+         type_name="ConnectError"),
+    Spec("connect-refused-message", "connection_refused", "connect ECONNREFUSED 10.1.2.3:8000", size=NEAR_WINDOW,
          hermes="unknown", why="0.19.0 reads only disconnect words; a refused connection is a transport failure"),
     Spec("certificate-unverified", "tls_certificate", "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
          "unable to get local issuer certificate (_ssl.c:1000)", type_name="SSLCertVerificationError"),

@@ -261,3 +261,26 @@ def test_the_runtime_builds_the_fallback_chain_from_the_config(tmp_path):
     rows = open_lab(tmp_path / "lab.duckdb").recoveries(session_id)
     assert list(zip(rows["fault_class"], rows["action"], rows["outcome"])) == [
         ("model_not_found", "fallback", "recovered")]
+
+
+def test_a_refused_connection_gets_one_quick_retry_then_says_nothing_is_listening(tmp_path):
+    import socket
+
+    from hermeslab.providers.openai_compat import OpenAICompatProvider
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    sleeps = Sleeps()
+    events: list = []
+    bus = EventBus()
+    bus.subscribe(events.append)
+    config = Config().with_overrides({"tools.workspace": str(tmp_path)})
+    agent = Agent(OpenAICompatProvider(endpoint, None, "m", timeout=5.0), config=config, bus=bus, sleep=sleeps,
+                  rng=random.Random(5))
+    result = agent.chat("hello")
+    assert result.status == "failed" and "nothing is listening" in result.text and endpoint in result.text
+    assert [(e.fault_class, e.action) for e in of(events, RecoveryEvent)] == [
+        ("connection_refused", "retry"), ("connection_refused", "give_up")]
+    assert sleeps.total == pytest.approx(0.5)

@@ -129,6 +129,8 @@ def test_retry_after_travels_from_the_header_into_the_classification():
 @pytest.mark.parametrize("error, expected", [
     (ProviderError("Request timed out.", error_type="APITimeoutError"), "timeout"),
     (ProviderError("Connection error. (ConnectError: [Errno 111] Connection refused)",
+                   error_type="APIConnectionError"), "connection_refused"),
+    (ProviderError("Connection error. (ConnectError: [Errno -3] Temporary failure in name resolution)",
                    error_type="APIConnectionError"), "connection"),
     (ProviderError("the stream was interrupted after 12 characters", error_type="stream_interrupted",
                    body={"partial_text": "Hello, the a", "partial_tool_calls": []}), "connection"),

@@ -53,7 +53,7 @@ class OpenAICompatProvider:
         try:
             completion = self._client.chat.completions.create(**self._arguments(request))
         except openai.OpenAIError as exc:
-            raise provider_error_from(exc) from exc
+            raise provider_error_from(exc, self.base_url) from exc
         return response_from_completion(completion)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
@@ -62,7 +62,7 @@ class OpenAICompatProvider:
                 **self._arguments(request), stream=True, stream_options={"include_usage": True}
             )
         except openai.OpenAIError as exc:
-            raise provider_error_from(exc) from exc
+            raise provider_error_from(exc, self.base_url) from exc
         assembler = StreamAssembler()
         try:
             chunks = iter(sdk_stream)
@@ -276,13 +276,18 @@ class StreamAssembler:
 # ---------------------------------------------------------------- errors
 
 
-def provider_error_from(exc: openai.OpenAIError) -> ProviderError:
-    """Translate any SDK exception, keeping the provider's own words where it sent some."""
+def provider_error_from(exc: openai.OpenAIError, endpoint: str | None = None) -> ProviderError:
+    """Translate any SDK exception, keeping the provider's own words where it sent some.
+
+    A connection that never got an answer names ``endpoint``, so the message says where nothing listened.
+    """
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)
     body = _full_body(exc, response)
     detail = _error_detail(body)
     message = _message_of(detail, body) or _exception_text(exc)
+    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError) and endpoint:
+        message = f"{message} at {endpoint}"
     return ProviderError(
         message,
         status=status,

@@ -120,11 +120,13 @@ class RecoveryChain:
             if fresh is not None:
                 self.active.provider = fresh
                 return Decision("refresh", reason=f"new credentials for {self.active.label}")
-        if kind.retryable and call.failures <= self.max_retries:
+        retries, pause = kind.quick_retries or (self.max_retries, None)
+        retries = min(retries, self.max_retries)
+        if kind.retryable and call.failures <= retries:
             if self.has_fallback and self._switch_early(kind, call):
                 return self._fall_back(call, f"{call.failures} failed attempts ({kind.name})")
-            return Decision("retry", delay=retry_delay(fault, call.failures, self.cfg, self._rng),
-                            reason=f"retry {call.failures} of {self.max_retries}")
+            delay = pause if pause is not None else retry_delay(fault, call.failures, self.cfg, self._rng)
+            return Decision("retry", delay=delay, reason=f"retry {call.failures} of {retries}")
         if kind.fall_back and self.has_fallback:
             return self._fall_back(call, f"{kind.name} at {self.active.label}")
         if kind.retryable:

@@ -44,6 +44,9 @@ class FaultClass:
     fall_back_first: bool = False
     #: A change to the outgoing request that may cure it, tried once per call.
     repair: str | None = None
+    #: Retries worth making whatever ``agent.api_max_retries`` allows, each after this fixed pause (None:
+    #: the configured count and backoff). A refused connection deserves one quick look, not a minute of waits.
+    quick_retries: tuple[int, float] | None = None
     #: What a person should do when recovery gives up.
     advice: str = ""
 
@@ -61,6 +64,8 @@ _CLASSES = (
                advice="the provider kept failing with server errors; try again later"),
     FaultClass("timeout", retryable=True, fall_back=True, eager_fallback=True,
                advice="the provider did not answer within model.timeout; raise it or try again later"),
+    FaultClass("connection_refused", retryable=True, fall_back=True, quick_retries=(1, 0.5),
+               advice="nothing is listening at the endpoint; start the server there or fix model.base_url"),
     FaultClass("connection", retryable=True, fall_back=True, eager_fallback=True,
                advice="the connection to the provider kept breaking; check the endpoint and the network"),
     FaultClass("tls_certificate", retryable=False, fall_back=True,
@@ -202,9 +207,11 @@ EMPTY_ANSWER = _words(r"returned an empty response", r"empty response despite re
                       r"model returning empty responses")
 PAYLOAD_TOO_LARGE = _words(r"request entity too large", r"payload too large", r"error code: 413",
                            r"request_too_large")
+#: Nothing accepts connections at the address: a server not started, or the wrong port.
+CONNECT_REFUSED = _words(r"connection refused", r"econnrefused", r"errno 111\b", r"actively refused")
 #: The connection never got established: never read as an overflow, however large the session.
 CONNECT_FAILED = _words(
-    r"connection refused", r"econnrefused", r"getaddrinfo", r"name resolution", r"nodename nor servname",
+    r"getaddrinfo", r"name resolution", r"nodename nor servname",
     r"name or service not known", r"no route to host", r"network is unreachable", r"failed to fetch",
     r"fetch failed", r"upstream connect error", r"failed to establish a new connection", r"\bconnecterror\b",
 )
@@ -429,6 +436,7 @@ RULES: tuple[Rule, ...] = (
     Rule("auth", "authentication wording", _NO_STATUS, AUTH),
     Rule("model_not_found", "missing-model wording", _NO_STATUS, MODEL_MISSING),
     Rule("tls_certificate", "certificate verification failure", _NO_STATUS, CERTIFICATE),
+    Rule("connection_refused", "nothing listening", _NO_STATUS, CONNECT_REFUSED),
     Rule("connection", "connection never established", _NO_STATUS, CONNECT_FAILED),
     Rule("connection", "transient TLS alert", _NO_STATUS, TLS_ALERT),
     Rule("context_overflow", "disconnect in a large session", _NO_STATUS, DISCONNECT, when=_dropped_and_large),
