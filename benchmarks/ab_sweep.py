@@ -3,17 +3,28 @@
 Every session of the shared recording files is replayed at each window
 (16K, 32K and 64K by default) under the ``hermes-0.19`` preset with the
 zero-latency stub summariser: on hermeslab's side through ``run_ab`` (the
-agent loop, the metrics, local worker processes); on Hermes's side through
-``HermesReference.replay_many`` (its trigger and ``ContextCompressor``, one
-process). Both sides run in this one invocation, so the ratio compares like
-with like on whatever else the machine is doing.
+agent loop, the metrics, ``--workers`` local worker processes, default 1); on
+Hermes's side through its trigger and ``ContextCompressor`` in one worker
+process (``HermesReference.replay_many_timed``). Both sides count prompts in
+chars/4 (Hermes's replay measures nothing else; ours bills in that unit here
+rather than tokenising every message exactly). Both sides run in this one
+invocation, so the ratios compare like with like on whatever else the machine
+is doing.
 
-Wall seconds count the sweep only: recordings are loaded beforehand, and
-each side's start (importing hermeslab's agent stack; starting the Hermes
-worker) is timed apart as ``start_seconds``. ``speedup`` is Hermes's sweep
-wall time over ours. CPU seconds are reported beside them (ours: this
-process and its workers; Hermes's: its worker and this process during the
-sweep) because on a shared machine wall time also measures the neighbours.
+The headline is ``cpu_ratio``: Hermes's CPU seconds over ours for the same
+replays. Ours: this process and its worker processes during ``run_ab`` (the
+memory sampler's own thread is left out and reported apart). Hermes's: its
+worker's ``time.process_time`` around the replays alone, measured inside the
+worker, so sending the recordings, decoding them and encoding the answers are
+not charged to Hermes. Wall time (``speedup``) is reported too, but it is a
+fair comparison only with ``--workers 1``: more workers than Hermes's one are
+worth up to the core count by themselves.
+
+Both sides replay the same sessions; per window the benchmark counts the
+sessions where both make the same number of model calls and the same number of
+compressions (``agreement``). hermeslab's ``hermes-0.19`` preset follows
+Hermes's decisions, but its replay runs the agent loop (overflow recovery, its
+own prompt count), so the compression counts need not agree everywhere.
 
 Peak memory of our side is sampled over this process and its worker
 processes: ``peak_rss_mb`` sums their resident sets every 0.2 s (pages
@@ -22,26 +33,26 @@ shared after fork are counted once per process, so it overstates),
 sharers: the memory actually in use) every 5 s, since reading them is costly.
 
 Both sides run ``--repeat`` times, alternating (ours, Hermes's, ours, ...),
-each repetition from a fresh start (new worker pool, new Hermes worker); the
-figures reported are each side's fastest repetition, as ``timeit`` reports
-the best of its repeats: on a shared machine the slower runs measure the
-neighbours. Every repetition's wall time is listed too.
+each repetition from a fresh start (new worker pool, new Hermes worker); each
+side's figures are its repetition with the least CPU time (wall: the fastest),
+as ``timeit`` reports the best of its repeats. Every repetition is listed.
 
-Usage: python benchmarks/ab_sweep.py [--windows 16000,32000,64000] [--workers N] [--repeat N] [--datasets DIR] [FILE ...]
-Prints one JSON object as its last line.
+Usage: python benchmarks/ab_sweep.py [--windows 16000,32000,64000] [--workers N] [--repeat N] [--datasets DIR]
+       [--out FILE] [FILE ...]
+Prints one JSON object as its last line and writes it to benchmarks/results/ab_sweep.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import resource
 import threading
 import time
 from pathlib import Path
 
 import psutil
+from _record import Record, add_out_option
 
 from hermeslab.eval.ab import ReplayCell, run_ab
 from hermeslab.eval.executors import ProcessExecutor
@@ -52,7 +63,7 @@ from hermeslab.reference.client import HermesReference
 
 DEFAULT_FILES = ("mini_swe_agent_gemini3pro_swebv.jsonl", "tau2_bench_gpt41.jsonl", "tau_bench_airline_gpt4o.jsonl")
 DEFAULT_WINDOWS = (16_000, 32_000, 64_000)
-SPEEDUP_TARGET = 5.0
+CPU_RATIO_TARGET = 5.0
 MEMORY_TARGET_MB = 2_048
 
 
@@ -69,10 +80,17 @@ class MemorySampler:
         self.pss_every = pss_every
         self.peak_rss = 0
         self.peak_pss = 0
+        self.cpu_seconds = 0.0  # the sampling thread's own CPU time, not charged to the sweep
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
 
     def _sample_until_stopped(self) -> None:
+        try:
+            self._sample()
+        finally:
+            self.cpu_seconds = time.thread_time()
+
+    def _sample(self) -> None:
         me = psutil.Process()
         for count in itertools.count():
             with_pss = count % self.pss_every == 0
@@ -116,28 +134,29 @@ def load(paths: list[Path]) -> list[Recording]:
 def our_side(recordings: list[Recording], windows: list[int], workers: int) -> dict:
     configs = {f"{w // 1000}k": f"hermes-0.19,model.context_length={w}" for w in windows}
     started = time.perf_counter()
-    cell = ReplayCell(FixedSummariser())  # loads the agent stack, as starting the Hermes worker loads Hermes
+    # Billed in chars/4, the unit Hermes's replay measures in, so both sides do the same counting work (the
+    # default, exact counts in the model's encoding, tokenises every message once more than Hermes does).
+    # Creating the cell loads the agent stack, as starting the Hermes worker loads Hermes.
+    cell = ReplayCell(FixedSummariser(), counter="rough")
     start_seconds = time.perf_counter() - started
     cpu_before = cpu_seconds()
     started = time.perf_counter()
     with MemorySampler() as memory:
         frame = run_ab(recordings, configs, executor=ProcessExecutor(workers), cell=cell, progress=False)
     seconds = time.perf_counter() - started
+    cpu = cpu_seconds() - cpu_before - memory.cpu_seconds
     ok = frame[frame["status"] == "ok"]
     replays = len(recordings) * len(windows)
     by_window = {name: {metric: int(ok.loc[ok["config"] == name, metric].sum())
                         for metric in ("api_calls", "compressions") if metric in ok.columns} for name in configs}
-    return {"start_seconds": round(start_seconds, 2), "seconds": round(seconds, 2),
-            "cpu_seconds": round(cpu_seconds() - cpu_before, 2),
+    per_session = {name: {row.session_id: (int(row.api_calls), int(row.compressions))
+                          for row in ok[ok["config"] == name].itertuples()} for name in configs}
+    return {"start_seconds": round(start_seconds, 2), "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+            "sampler_cpu_seconds": round(memory.cpu_seconds, 2),
             "replays_per_second": round(replays / seconds, 1), "failed_cells": int(len(frame) - len(ok)),
             "first_error": None if ok.shape[0] == len(frame) else frame.loc[frame["status"] != "ok", "error"].iloc[0],
             "peak_rss_mb": round(memory.peak_rss / 2**20), "peak_pss_mb": round(memory.peak_pss / 2**20),
-            "by_window": by_window}
-
-
-def children_cpu_seconds() -> float:
-    """CPU time of the running children of this process (here: the Hermes worker alone)."""
-    return sum(t.user + t.system for t in (c.cpu_times() for c in psutil.Process().children(recursive=True)))
+            "by_window": by_window, "per_session": per_session}
 
 
 def hermes_side(recordings: list[Recording], windows: list[int]) -> dict:
@@ -145,20 +164,35 @@ def hermes_side(recordings: list[Recording], windows: list[int]) -> dict:
     started = time.perf_counter()
     with HermesReference(timeout=None) as ref:
         start_seconds = time.perf_counter() - started
-        own_before, worker_before = cpu_seconds(), children_cpu_seconds()
+        seconds = cpu = 0.0
         started = time.perf_counter()
-        by_window = {}
+        by_window, per_session = {}, {}
         for window in windows:
-            results = ref.replay_many(sessions, context_length=window)
-            by_window[f"{window // 1000}k"] = {
-                "api_calls": sum(r["totals"]["calls"] for r in results),
-                "compressions": sum(r["totals"]["compress_calls"] for r in results)}
-        seconds = time.perf_counter() - started
-        cpu = cpu_seconds() - own_before + children_cpu_seconds() - worker_before
+            timed = ref.replay_many_timed(sessions, context_length=window)
+            seconds += timed["seconds"]
+            cpu += timed["cpu_seconds"]
+            results, name = timed["results"], f"{window // 1000}k"
+            by_window[name] = {"api_calls": sum(r["totals"]["calls"] for r in results),
+                               "compressions": sum(r["totals"]["compress_calls"] for r in results)}
+            per_session[name] = {r["id"]: (r["totals"]["calls"], r["totals"]["compress_calls"]) for r in results}
+        round_trip = time.perf_counter() - started
         version = ref.info.get("hermes_version")
     return {"hermes_version": version, "start_seconds": round(start_seconds, 2), "seconds": round(seconds, 2),
-            "cpu_seconds": round(cpu, 2),
-            "replays_per_second": round(len(sessions) * len(windows) / seconds, 1), "by_window": by_window}
+            "cpu_seconds": round(cpu, 2), "round_trip_seconds": round(round_trip, 2),
+            "replays_per_second": round(len(sessions) * len(windows) / seconds, 1), "by_window": by_window,
+            "per_session": per_session}
+
+
+def agreement(ours: dict, theirs: dict) -> dict:
+    """Per window: sessions both sides replayed, and how many agree on model calls and on compressions."""
+    counts = {}
+    for name, mine in ours.items():
+        other = theirs.get(name, {})
+        shared = [sid for sid in mine if sid in other]
+        counts[name] = {"sessions": len(shared),
+                        "same_api_calls": sum(mine[sid][0] == other[sid][0] for sid in shared),
+                        "same_compressions": sum(mine[sid][1] == other[sid][1] for sid in shared)}
+    return counts
 
 
 def main() -> None:
@@ -166,9 +200,11 @@ def main() -> None:
     parser.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
     parser.add_argument("--windows", default=",".join(str(w) for w in DEFAULT_WINDOWS),
                         help="comma-separated windows in tokens")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=2, help="repetitions of both sides (the fastest counts)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="hermeslab's worker processes (default 1, as Hermes's one; wall time is then comparable)")
+    parser.add_argument("--repeat", type=int, default=2, help="repetitions of both sides (the best counts)")
     parser.add_argument("--datasets", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    add_out_option(parser, "ab_sweep")
     options = parser.parse_args()
     try:
         windows = [int(w) for w in options.windows.split(",")]
@@ -176,32 +212,50 @@ def main() -> None:
         parser.error(f"--windows must be comma-separated integers, got {options.windows!r}")
     if not windows or min(windows) <= 0:
         parser.error("--windows must be positive numbers of tokens")
+    if options.repeat < 1:
+        parser.error("--repeat must be at least 1")
 
+    record = Record("ab_sweep")
     started = time.perf_counter()
     recordings = load([options.datasets / name for name in options.files])
     load_seconds = time.perf_counter() - started
-    if options.repeat < 1:
-        parser.error("--repeat must be at least 1")
     our_runs, hermes_runs = [], []
     for _ in range(options.repeat):
         our_runs.append(our_side(recordings, windows, options.workers))
         hermes_runs.append(hermes_side(recordings, windows))
-    ours = {**min(our_runs, key=lambda run: run["seconds"]),
+    agreed = agreement(our_runs[0]["per_session"], hermes_runs[0]["per_session"])
+    for run in (*our_runs, *hermes_runs):
+        del run["per_session"]
+    ours = {**min(our_runs, key=lambda run: run["cpu_seconds"]),
+            "seconds": min(run["seconds"] for run in our_runs),
             "start_seconds": our_runs[0]["start_seconds"],  # later repetitions find the stack imported
             "peak_rss_mb": max(run["peak_rss_mb"] for run in our_runs),
             "peak_pss_mb": max(run["peak_pss_mb"] for run in our_runs),
-            "seconds_each": [run["seconds"] for run in our_runs]}
-    hermes = {**min(hermes_runs, key=lambda run: run["seconds"]), "seconds_each": [run["seconds"] for run in hermes_runs]}
+            "seconds_each": [run["seconds"] for run in our_runs],
+            "cpu_seconds_each": [run["cpu_seconds"] for run in our_runs]}
+    ours["replays_per_second"] = round(len(recordings) * len(windows) / ours["seconds"], 1)
+    hermes = {**min(hermes_runs, key=lambda run: run["cpu_seconds"]),
+              "seconds": min(run["seconds"] for run in hermes_runs),
+              "seconds_each": [run["seconds"] for run in hermes_runs],
+              "cpu_seconds_each": [run["cpu_seconds"] for run in hermes_runs]}
+    hermes["replays_per_second"] = round(len(recordings) * len(windows) / hermes["seconds"], 1)
+    cpu_ratio = hermes["cpu_seconds"] / ours["cpu_seconds"]
     speedup = hermes["seconds"] / ours["seconds"]
-    print(json.dumps({
-        "benchmark": "ab_sweep", "files": options.files, "sessions": len(recordings), "windows": windows,
-        "session_replays": len(recordings) * len(windows), "workers": options.workers, "repeat": options.repeat,
-        "load_seconds": round(load_seconds, 2), "hermeslab": ours, "hermes": hermes,
-        "speedup": round(speedup, 2), "cpu_ratio": round(hermes["cpu_seconds"] / ours["cpu_seconds"], 2),
-        "speedup_target": SPEEDUP_TARGET, "memory_target_mb": MEMORY_TARGET_MB,
-        "all_cells_ok": all(run["failed_cells"] == 0 for run in our_runs), "meets_speedup": speedup >= SPEEDUP_TARGET,
+    all_ok = all(run["failed_cells"] == 0 for run in our_runs)
+    record.finish({
+        "files": options.files, "sessions": len(recordings), "windows": windows,
+        "session_replays": len(recordings) * len(windows), "workers": options.workers, "hermes_workers": 1,
+        "repeat": options.repeat, "load_seconds": round(load_seconds, 2),
+        "cpu_ratio": round(cpu_ratio, 2),
+        "cpu_ratio_inputs": {"hermes_cpu_seconds": hermes["cpu_seconds"], "hermeslab_cpu_seconds": ours["cpu_seconds"]},
+        "speedup": round(speedup, 2),
+        "speedup_inputs": {"hermes_seconds": hermes["seconds"], "hermeslab_seconds": ours["seconds"]},
+        "speedup_comparable": options.workers == 1,
+        "hermeslab": ours, "hermes": hermes, "agreement": agreed,
+        "cpu_ratio_target": CPU_RATIO_TARGET, "memory_target_mb": MEMORY_TARGET_MB,
+        "all_cells_ok": all_ok, "meets_cpu_ratio": cpu_ratio >= CPU_RATIO_TARGET and all_ok,
         "meets_memory": ours["peak_rss_mb"] <= MEMORY_TARGET_MB,
-    }))
+    }, options.out)
 
 
 if __name__ == "__main__":

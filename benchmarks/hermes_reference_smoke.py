@@ -1,8 +1,13 @@
 """Measure the Hermes reference harness: install, bridge overhead, compress() speed, replay totals.
 
-Usage: python benchmarks/hermes_reference_smoke.py [--datasets DIR] [--skip-replay]
+Usage: python benchmarks/hermes_reference_smoke.py [--datasets DIR] [--skip-replay] [--out FILE]
 
-Prints one JSON document. The replay totals at a 16K window are the numbers
+Prints one JSON line and writes it to benchmarks/results/hermes_reference_smoke.json.
+Times and CPU seconds of compress() and of the replays are measured inside the
+worker (``time.perf_counter`` and ``time.process_time`` around Hermes's own
+work); ``round_trip_seconds`` adds sending the recordings and reading the
+answers. ``cpu_seconds.hermes_worker`` is all the worker's CPU time from its
+first request to its last. The replay totals at a 16K window are the numbers
 to compare with the figures measured independently for Hermes 0.19.0 (mini-swe-agent: 648
 compress() calls, 87 still over the window, 62 outputs with two summaries,
 62 missing the latest user message, 143 summarising only the previous summary).
@@ -15,6 +20,8 @@ import json
 import statistics
 import time
 from pathlib import Path
+
+from _record import Record, add_out_option
 
 from hermeslab.reference.client import HermesReference
 from hermeslab.reference.venv import ensure_hermes_venv, read_marker
@@ -60,7 +67,8 @@ def bridge_overhead(ref: HermesReference, session: dict, pings: int) -> dict:
 def compress_speed(ref: HermesReference, sessions: list[dict], context_length: int, repeats: int) -> list[dict]:
     rows = []
     for session in sessions:
-        timings = ref.time_compress(session["messages"], context_length=context_length, repeats=repeats)
+        timed = ref.time_compress_cpu(session["messages"], context_length=context_length, repeats=repeats)
+        timings = timed["ms"]
         rows.append({
             "id": session["id"],
             "messages": len(session["messages"]),
@@ -68,6 +76,7 @@ def compress_speed(ref: HermesReference, sessions: list[dict], context_length: i
             "median_ms": round(statistics.median(timings), 2),
             "min_ms": round(min(timings), 2),
             "p90_ms": round(percentile(timings, 0.9), 2),
+            "median_cpu_ms": round(statistics.median(timed["cpu_ms"]), 2),
         })
     return rows
 
@@ -79,8 +88,10 @@ def main() -> None:
     parser.add_argument("--longest", type=int, default=5, help="how many of the longest sessions to time")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--skip-replay", action="store_true")
+    add_out_option(parser, "hermes_reference_smoke")
     options = parser.parse_args()
 
+    record = Record("hermes_reference_smoke")
     report: dict = {}
     started = time.perf_counter()
     venv_path = ensure_hermes_venv()
@@ -90,6 +101,7 @@ def main() -> None:
     mini = load(options.datasets / MINI_SWE)
     longest = sorted(mini, key=lambda s: len(s["messages"]), reverse=True)[: options.longest]
     with HermesReference(venv_path, timeout=None) as ref:
+        worker_cpu_before = ref.worker_cpu_seconds()
         report["worker"] = ref.info
         report["bridge"] = bridge_overhead(ref, longest[0], pings=500)
         report["compress_speed"] = [
@@ -100,14 +112,19 @@ def main() -> None:
             replays = {}
             for name, sessions in ((MINI_SWE, mini), (TAU2, load(options.datasets / TAU2))):
                 began = time.perf_counter()
-                results = ref.replay_many(sessions, context_length=options.context_length)
+                timed = ref.replay_many_timed(sessions, context_length=options.context_length)
+                results = timed["results"]
                 replays[name] = {
                     "sessions": len(results),
-                    "seconds": round(time.perf_counter() - began, 1),
+                    "seconds": round(timed["seconds"], 2),
+                    "cpu_seconds": round(timed["cpu_seconds"], 2),
+                    "round_trip_seconds": round(time.perf_counter() - began, 2),
                     **summed_totals(results),
                 }
             report["replay"] = {"context_length": options.context_length, **replays}
-    print(json.dumps(report, indent=2))
+        report["cpu_seconds"] = {"hermes_worker": round(ref.worker_cpu_seconds() - worker_cpu_before, 2),
+                                 "note": "the Hermes worker only; this process's share is process_cpu_seconds"}
+    record.finish(report, options.out)
 
 
 if __name__ == "__main__":

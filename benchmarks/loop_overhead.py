@@ -5,25 +5,41 @@ so what remains is hermeslab's own work per turn: building requests, counting
 tokens, running the (trivial) tools, publishing events and handing rows to
 the DuckDB writer. The session is seeded with 200 messages, 30% of them tool
 traffic, and the measured turns alternate tool and plain turns in that share.
+Turns run back to back: each starts as soon as the previous one returned.
 
-Prints one JSON object as its last line.
+Beside the overhead it reports how long each turn waited at its start for
+earlier turns' rows to be committed (``StoreWriter`` may make a new turn wait
+for that), and the commit latency. Where the writer exposes its own timings
+(``commit_latencies_ms``: each flush from asking for the file to letting it
+go; ``commit_lags_ms``: each turn end from ``handle()`` to its commit) those
+are reported; otherwise the benchmark measures each turn end from its
+hand-over to the writer to the writer's ``on_commit`` hook, which fires right
+after the DuckDB commit (``commit_lag_source`` says which). CPU:
+this process's CPU time over the measured turns (the writer thread included)
+and the loop thread's own CPU time per turn, the offline model's excluded.
+
+Usage: python benchmarks/loop_overhead.py [--out FILE]
+Prints one JSON object as its last line and writes it to benchmarks/results/loop_overhead.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+
+from _record import Record, add_out_option
 
 from hermeslab.agent import Agent
 from hermeslab.core.config import Config
-from hermeslab.core.events import EventBus
-from hermeslab.core.tokens import TokenCounter, RunningCount
-from hermeslab.providers import OfflineModel
+from hermeslab.core.events import Event, EventBus, TurnFinished, TurnStarted
 from hermeslab.core.provider import ChatRequest, ChatResponse, StreamDelta
+from hermeslab.core.tokens import RunningCount, TokenCounter
+from hermeslab.providers import OfflineModel
 from hermeslab.session import Session
 from hermeslab.store import StoreWriter
 from hermeslab.tools import builtin_registry
@@ -31,6 +47,7 @@ from hermeslab.tools import builtin_registry
 HISTORY_MESSAGES = 200
 TOOL_SHARE = 0.30
 TURNS = 60
+TARGET_MS_PER_TURN = 2.0
 
 
 class TimedProvider:
@@ -40,25 +57,66 @@ class TimedProvider:
         self.inner = inner
         self.name = inner.name
         self.seconds = 0.0
+        self.cpu_seconds = 0.0  # thread CPU time spent inside the model
 
     def complete(self, request: ChatRequest) -> ChatResponse:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return self.inner.complete(request)
         finally:
             self.seconds += time.perf_counter() - started
+            self.cpu_seconds += time.thread_time() - cpu
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
         iterator = iter(self.inner.stream(request))
         while True:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 item = next(iterator)
             except StopIteration:
                 self.seconds += time.perf_counter() - started
+                self.cpu_seconds += time.thread_time() - cpu
                 return
             self.seconds += time.perf_counter() - started
+            self.cpu_seconds += time.thread_time() - cpu
             yield item
+
+
+class CommitClock:
+    """Hands every event to the writer, timing what the writer makes the loop wait for and its commits.
+
+    ``waits_ms``: per turn, how long handing over ``TurnStarted`` took (the
+    writer holds a new turn until the previous turn is committed).
+    ``latencies_ms``: per turn end, the time from handing ``TurnFinished`` to
+    the writer to the ``on_commit`` hook of the commit that wrote it (one
+    commit may write several turns when the writer lets turns go on before
+    the previous commit is done).
+    """
+
+    def __init__(self, writer: StoreWriter, bus: EventBus):
+        self.writer = writer
+        self.waits_ms: list[float] = []
+        self.latencies_ms: list[float] = []
+        self._asked: list[float] = []
+        bus.subscribe(self.handle)
+        writer.on_commit(self._committed)
+
+    def handle(self, event: Event) -> None:
+        started = time.perf_counter()
+        self.writer.handle(event)
+        if isinstance(event, TurnStarted):
+            self.waits_ms.append((time.perf_counter() - started) * 1000)
+        elif isinstance(event, TurnFinished):
+            self._asked.append(time.perf_counter())
+
+    def _committed(self, _batch: object) -> None:
+        now = time.perf_counter()
+        asked, self._asked = self._asked, []
+        self.latencies_ms.extend((now - at) * 1000 for at in asked)
+
+    def reset(self) -> None:
+        self.waits_ms.clear()
+        self.latencies_ms.clear()
 
 
 def seeded_history(n: int) -> list[dict]:
@@ -82,7 +140,7 @@ def measure_turns(workspace: Path, lab: Path) -> dict:
     config = Config().with_overrides({"tools.workspace": str(workspace), "agent.stream": True})
     bus = EventBus()
     writer = StoreWriter(lab)
-    writer.attach(bus)
+    clock = CommitClock(writer, bus)
     provider = TimedProvider(OfflineModel())
     session = Session(system_prompt="You are a benchmark agent.")
     for message in seeded_history(HISTORY_MESSAGES):
@@ -92,21 +150,68 @@ def measure_turns(workspace: Path, lab: Path) -> dict:
     tool_turns = round(TURNS * TOOL_SHARE)
     prompts = ["list files" if i % round(1 / TOOL_SHARE) == 0 and i // round(1 / TOOL_SHARE) < tool_turns
                else f"Thanks, noted point {i}." for i in range(TURNS)]
-    overheads = []
-    for prompt in prompts:
-        provider.seconds = 0.0
+    warmup = 5  # first tokenizer use and writer start
+    overheads, thread_cpu = [], []
+    process_cpu = 0.0
+    kept: dict[str, int] = {}
+    for number, prompt in enumerate(prompts):
+        if number == warmup:
+            writer.flush()
+            clock.reset()
+            kept = {name: len(writer_timings(writer, name) or ()) for name in WRITER_TIMINGS}
+            process_cpu = time.process_time()
+        provider.seconds = provider.cpu_seconds = 0.0
+        cpu = time.thread_time()
         started = time.perf_counter()
         agent.chat(prompt)
         overheads.append((time.perf_counter() - started - provider.seconds) * 1000)
+        thread_cpu.append((time.thread_time() - cpu - provider.cpu_seconds) * 1000)
+    writer.flush()
+    process_cpu = time.process_time() - process_cpu
+    exposed = {name: list(values)[kept.get(name, 0):]
+               for name in WRITER_TIMINGS if (values := writer_timings(writer, name)) is not None}
     writer.close()
-    overheads = overheads[5:]  # warm-up: first tokenizer and writer start
+    overheads, thread_cpu = overheads[warmup:], thread_cpu[warmup:]
     return {
+        "history_messages_seeded": HISTORY_MESSAGES,
         "turns_measured": len(overheads),
         "history_messages_at_start": seeded,
         "history_messages_at_end": len(session.messages),
         "median_overhead_ms_per_turn": round(statistics.median(overheads), 3),
         "p90_overhead_ms_per_turn": round(sorted(overheads)[int(0.9 * len(overheads))], 3),
+        "wait_for_previous_commit_ms_per_turn": percentiles(clock.waits_ms),
+        "writer_exposes": sorted(exposed),
+        "commit_latency_ms_per_commit": percentiles(exposed["commit_latencies_ms"])
+        if "commit_latencies_ms" in exposed else None,
+        "commits_measured": len(exposed["commit_latencies_ms"]) if "commit_latencies_ms" in exposed else None,
+        # The writer's own lag is exact; the hook-based one may credit a turn that ended during a commit
+        # to that commit, so it is only the fallback.
+        "commit_lag_ms_per_turn": percentiles(exposed["commit_lags_ms"] if "commit_lags_ms" in exposed
+                                              else clock.latencies_ms),
+        "commit_lag_source": "StoreWriter.commit_lags_ms" if "commit_lags_ms" in exposed
+        else "on_commit hook (approximate)",
+        "loop_thread_cpu_ms_per_turn_median": round(statistics.median(thread_cpu), 3),
+        "process_cpu_s_measured_turns": round(process_cpu, 3),
+        "process_cpu_note": "this process over the measured turns, the writer thread and the offline model included",
     }
+
+
+#: Timings a StoreWriter may expose (milliseconds, oldest first).
+WRITER_TIMINGS = ("commit_latencies_ms", "commit_lags_ms")
+
+
+def writer_timings(writer: StoreWriter, name: str) -> list[float] | None:
+    values = getattr(writer, name, None)
+    return list(values) if values is not None else None
+
+
+def percentiles(values_ms: list[float]) -> dict[str, float | None]:
+    if not values_ms:
+        return {"p50": None, "p95": None, "max": None}
+    ordered = sorted(values_ms)
+    return {"p50": round(statistics.median(ordered), 3),
+            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+            "max": round(ordered[-1], 3)}
 
 
 def append_costs_us(lengths: tuple[int, ...], repeats: int = 400) -> dict[int, float]:
@@ -134,21 +239,29 @@ def append_costs_us(lengths: tuple[int, ...], repeats: int = 400) -> dict[int, f
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_out_option(parser, "loop_overhead")
+    options = parser.parse_args()
+    record = Record("loop_overhead")
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         (workspace / "README.md").write_text("benchmark workspace\n")
         loop = measure_turns(workspace, Path(tmp) / "lab.duckdb")
-    costs = append_costs_us((10, 200))
+    lengths = (10, 200)
+    costs = append_costs_us(lengths)
     at_10, at_200 = costs[10], costs[200]
     figures = {
         **loop,
-        "target_ms_per_turn": 2.0,
+        "target_ms_per_turn": TARGET_MS_PER_TURN,
+        "target_met": loop["median_overhead_ms_per_turn"] <= TARGET_MS_PER_TURN,
+        "append_count_history_lengths": list(lengths),
         "append_count_us_at_10": round(at_10, 2),
         "append_count_us_at_200": round(at_200, 2),
         "append_count_ratio_200_vs_10": round(at_200 / at_10, 3),
+        "token_unit": "tiktoken cl100k_base (the counter timed by append_count_*)",
     }
-    print(json.dumps(figures))
+    record.finish(figures, options.out)
 
 
 if __name__ == "__main__":

@@ -8,18 +8,29 @@ form lineage chains of 1 to 7 sessions.
 
 Baseline: a ``messages`` table with two standalone FTS5 tables filled by
 insert triggers (``unicode61`` and ``trigram``) over content, tool name and
-tool calls, queried as Hermes's session search does (sanitised MATCH, user and
-assistant rows, ``ORDER BY rank LIMIT 300`` with a snippet), then deduplicated
-by lineage root in Python. hermeslab: ``SearchIndex.search(limit=3)``,
-including snippets and neighbouring messages. Both answer the same query set
-in the same run, interleaved query by query.
+tool calls, queried as Hermes's session search does (sanitised MATCH,
+``ORDER BY rank LIMIT 300`` with a snippet), then deduplicated by lineage root
+in Python. hermeslab: ``SearchIndex.search(limit=3)``, including snippets and
+neighbouring messages. Both answer the same query set in the same run,
+interleaved query by query.
+
+Same work on both sides: the baseline's connection gets the page cache and
+memory map hermeslab's index connections use (read back from a connection
+``hermeslab.search.storage.connect`` opens, so a change there follows), and
+both search every role (Hermes's own query keeps to user and assistant rows;
+hermeslab indexes tool calls and results too, so the baseline here does not
+filter roles). After the timed queries, both answer every query again,
+untimed, with 10 conversations, and the benchmark counts how often the two
+top-10 answers agree (same set, same best conversation, mean overlap). Each
+side's CPU seconds (``time.process_time`` around its own calls) are reported
+beside its latencies.
 
 Then, for hermeslab alone: 10-message inserts and a merge; with the delta one
 message short of a merge, the first search of a new process; and the searches
 of this process while ``merge_docs`` messages are merged.
 
-Usage: python benchmarks/session_search.py [--messages N] [--sessions S] [--datasets DIR] [--workdir DIR]
-Prints one JSON object as its last line.
+Usage: python benchmarks/session_search.py [--messages N] [--sessions S] [--datasets DIR] [--workdir DIR] [--out FILE]
+Prints one JSON object as its last line and writes it to benchmarks/results/session_search.json.
 """
 
 from __future__ import annotations
@@ -40,9 +51,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from _record import Record, add_out_option, children_cpu_seconds
+
 from hermeslab.search import MessageDoc, SearchIndex, SessionInfo, message_text
+from hermeslab.search import storage as search_storage
 
 QUERIES_PER_KIND = 40
+#: Targets for hermeslab's query latency, at this corpus size.
+P50_TARGET_MS = 15.0
+P95_TARGET_MS = 100.0
+TARGET_MESSAGES = 1_000_000
 INSERT_BATCHES = 200
 EPOCH = 1_750_000_000.0
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
@@ -157,7 +175,7 @@ _INSERT_MESSAGE = ("INSERT INTO messages (session_id, role, content, tool_calls,
 _BASELINE_QUERY = """
 SELECT m.id, m.session_id, m.role, snippet(messages_fts, 0, '>>>', '<<<', '...', 40), m.timestamp, s.started_at
 FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id
-WHERE messages_fts MATCH ? AND (m.active = 1 OR m.compacted = 1) AND m.role IN ('user', 'assistant')
+WHERE messages_fts MATCH ? AND (m.active = 1 OR m.compacted = 1)
 ORDER BY rank LIMIT 300
 """
 
@@ -183,12 +201,28 @@ def sanitise_fts5(query: str) -> str:
     return text.strip()
 
 
+def hermeslab_tuning(path: Path) -> dict[str, int]:
+    """The page cache and memory map a connection to hermeslab's index gets (``PRAGMA`` values as set)."""
+    con = search_storage.connect(path, timeout=30.0)
+    try:
+        return {"cache_size": int(con.execute("PRAGMA cache_size").fetchone()[0]),
+                "mmap_size": int(con.execute("PRAGMA mmap_size").fetchone()[0])}
+    finally:
+        con.close()
+
+
 class Baseline:
-    def __init__(self, path: Path, *, trigram: bool = True):
+    def __init__(self, path: Path, *, trigram: bool = True, tuning: dict[str, int] | None = None):
         self.path = path
         self.trigram = trigram
         self.con = sqlite3.connect(path, isolation_level=None)
+        self.tuning = tuning or {}
+        for pragma, value in self.tuning.items():
+            self.con.execute(f"PRAGMA {pragma} = {int(value)}")
         self.parents: dict[str, str | None] = {}
+
+    def applied_tuning(self) -> dict[str, int]:
+        return {pragma: int(self.con.execute(f"PRAGMA {pragma}").fetchone()[0]) for pragma in self.tuning}
 
     def build(self, raw: list, sessions: list[SessionInfo]) -> None:
         """Bulk load without a journal (like hermeslab's rebuild), then WAL as Hermes runs it."""
@@ -273,24 +307,65 @@ def run_queries(index: SearchIndex, baseline: Baseline, queries: dict[str, list[
     ours: dict[str, list[float]] = {kind: [] for kind in queries}
     theirs: dict[str, list[float]] = {kind: [] for kind in queries}
     inexact, empty_ours, empty_theirs = 0, 0, 0
+    cpu_ours = cpu_theirs = 0.0
     for kind, query in flat:
+        cpu = time.process_time()
         started = time.perf_counter()
         result = index.search(query, limit=3)
         ours[kind].append((time.perf_counter() - started) * 1000)
+        cpu_ours += time.process_time() - cpu
+        cpu = time.process_time()
         started = time.perf_counter()
         found = baseline.search(query)
         theirs[kind].append((time.perf_counter() - started) * 1000)
+        cpu_theirs += time.process_time() - cpu
         inexact += not result.exact
         empty_ours += not result.hits
         empty_theirs += not found
     return {
         "hermeslab": {**percentiles([v for vs in ours.values() for v in vs]),
                       "by_kind": {kind: percentiles(vs) for kind, vs in ours.items() if vs},
-                      "inexact_queries": inexact, "queries_without_hits": empty_ours},
+                      "inexact_queries": inexact, "queries_without_hits": empty_ours,
+                      "query_cpu_s": round(cpu_ours, 3)},
         "fts5": {**percentiles([v for vs in theirs.values() for v in vs]),
                  "by_kind": {kind: percentiles(vs) for kind, vs in theirs.items() if vs},
-                 "queries_without_hits": empty_theirs},
+                 "queries_without_hits": empty_theirs, "query_cpu_s": round(cpu_theirs, 3)},
     }
+
+
+def top10_agreement(index: SearchIndex, baseline: Baseline, queries: dict[str, list[str]]) -> dict:
+    """Both sides' 10 best conversations (lineage roots) for every query, untimed, compared.
+
+    ``same_set``: the same conversations in any order; ``same_best``: the same
+    first conversation (or both none); ``mean_overlap``: the share of the
+    larger answer found in the other, averaged over queries (1 when both are
+    empty).
+    """
+    def compare(items: list[str]) -> dict:
+        same_set = same_best = only_ours_empty = only_theirs_empty = 0
+        overlap = 0.0
+        for query in items:
+            ours = [hit.root_session_id for hit in index.search(query, limit=10).hits]
+            theirs = [root for root, _ in baseline.search(query, limit=10)]
+            same_set += set(ours) == set(theirs)
+            same_best += ours[:1] == theirs[:1]
+            overlap += len(set(ours) & set(theirs)) / max(len(ours), len(theirs)) if ours or theirs else 1.0
+            only_ours_empty += not ours and bool(theirs)
+            only_theirs_empty += bool(ours) and not theirs
+        return {"queries": len(items), "same_set": same_set, "same_best": same_best,
+                "mean_overlap": round(overlap / max(1, len(items)), 3),
+                "empty_only_hermeslab": only_ours_empty, "empty_only_fts5": only_theirs_empty}
+
+    by_kind = {kind: compare(items) for kind, items in queries.items() if items}
+    total = sum(entry["queries"] for entry in by_kind.values())
+    return {"queries": total,
+            "same_set": sum(entry["same_set"] for entry in by_kind.values()),
+            "same_best": sum(entry["same_best"] for entry in by_kind.values()),
+            "mean_overlap": round(sum(entry["mean_overlap"] * entry["queries"] for entry in by_kind.values())
+                                  / max(1, total), 3),
+            "empty_only_hermeslab": sum(entry["empty_only_hermeslab"] for entry in by_kind.values()),
+            "empty_only_fts5": sum(entry["empty_only_fts5"] for entry in by_kind.values()),
+            "by_kind": by_kind}
 
 
 def insert_costs(index: SearchIndex, baseline: Baseline, sources: list, n_messages: int, n_sessions: int) -> dict:
@@ -299,22 +374,30 @@ def insert_costs(index: SearchIndex, baseline: Baseline, sources: list, n_messag
     extra_docs, _, extra_raw = corpus(sources, held + 10 * INSERT_BATCHES, n_sessions, first=held,
                                       per_session=max(1, n_messages // n_sessions))
     ours, theirs = [], []
+    cpu_ours = cpu_theirs = 0.0
     for batch in range(INSERT_BATCHES):
         part = slice(batch * 10, batch * 10 + 10)
+        cpu = time.process_time()
         started = time.perf_counter()
         index.add(extra_docs[part])
         ours.append((time.perf_counter() - started) * 1000)
+        cpu_ours += time.process_time() - cpu
+        cpu = time.process_time()
         started = time.perf_counter()
         baseline.insert(extra_raw[part])
         theirs.append((time.perf_counter() - started) * 1000)
+        cpu_theirs += time.process_time() - cpu
     pending = index.stats()["unmerged_messages"]
+    cpu, children = time.process_time(), children_cpu_seconds()
     started = time.perf_counter()
     index.merge()
     merge_s = time.perf_counter() - started
-    return {"hermeslab": {**percentiles(ours), "merge_s": round(merge_s, 3), "merged_messages": int(pending),
+    merge_cpu = time.process_time() - cpu + children_cpu_seconds() - children
+    return {"hermeslab": {**percentiles(ours), "insert_cpu_s": round(cpu_ours, 3), "merge_s": round(merge_s, 3),
+                          "merge_cpu_s": round(merge_cpu, 3), "merged_messages": int(pending),
                           "merge_every_messages": index.merge_docs,
                           "merge_ms_per_10_messages": round(merge_s * 1000 * 10 / max(1, pending), 2)},
-            "fts5": percentiles(theirs)}
+            "fts5": {**percentiles(theirs), "insert_cpu_s": round(cpu_theirs, 3)}}
 
 
 def more_messages(index: SearchIndex, sources: list, count: int, n_messages: int, n_sessions: int
@@ -404,12 +487,14 @@ def main() -> None:
                         help="leave out the baseline's trigram table (it serves only CJK queries; halves its build)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse both indexes of this corpus left in --workdir by an earlier run (builds not timed)")
+    add_out_option(parser, "session_search")
     options = parser.parse_args()
     if options.messages < 100:
         parser.error("--messages must be at least 100")
     n_sessions = options.sessions or max(1, options.messages // 100)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="session_search_"))
     workdir.mkdir(parents=True, exist_ok=True)
+    record = Record("session_search")
     try:
         started = time.perf_counter()
         sources = load_sources(options.datasets)
@@ -419,21 +504,27 @@ def main() -> None:
               file=sys.stderr)
 
         index = SearchIndex(workdir / "hermeslab.search.sqlite")
-        baseline = Baseline(workdir / "fts5.sqlite", trigram=not options.no_trigram)
+        tuning = hermeslab_tuning(index.path)
+        baseline = Baseline(workdir / "fts5.sqlite", trigram=not options.no_trigram, tuning=tuning)
         ours_build: float | None = None
         theirs_build: float | None = None
+        build_cpu: dict[str, float] = {}
         held = int(index.stats()["messages"])
         if not (options.reuse and held >= len(docs) and baseline.messages() >= len(docs)):
+            cpu, children = time.process_time(), children_cpu_seconds()
             started = time.perf_counter()
             index.rebuild(docs, sessions)
             ours_build = time.perf_counter() - started
+            build_cpu["hermeslab"] = time.process_time() - cpu + children_cpu_seconds() - children
             print(f"hermeslab index built in {ours_build:.1f}s", file=sys.stderr)
             baseline.con.close()
             _remove_files(workdir / "fts5.sqlite")
-            baseline = Baseline(workdir / "fts5.sqlite", trigram=not options.no_trigram)
+            baseline = Baseline(workdir / "fts5.sqlite", trigram=not options.no_trigram, tuning=tuning)
+            cpu = time.process_time()
             started = time.perf_counter()
             baseline.build(raw, sessions)
             theirs_build = time.perf_counter() - started
+            build_cpu["fts5"] = time.process_time() - cpu
             print(f"FTS5 baseline built in {theirs_build:.1f}s", file=sys.stderr)
         else:
             baseline.prepare(sessions)
@@ -443,6 +534,9 @@ def main() -> None:
         gc.collect()
         gc.freeze()
         timings = run_queries(index, baseline, queries)
+        print(f"queries timed: hermeslab p50 {timings['hermeslab']['p50_ms']} ms, "
+              f"FTS5 p50 {timings['fts5']['p50_ms']} ms", file=sys.stderr)
+        agreement = top10_agreement(index, baseline, queries)
         inserts = insert_costs(index, baseline, sources, options.messages, n_sessions)
         lifecycle = merging_and_opening(index, sources, queries, options.messages, n_sessions)
         ours_bytes, theirs_bytes = index.size_bytes(), _size(baseline.path)
@@ -451,12 +545,19 @@ def main() -> None:
             "messages": len(docs),
             "sessions": len(sessions),
             "queries": {kind: len(items) for kind, items in queries.items()},
+            "roles_searched": "all (user, assistant, tool) on both sides",
+            "sqlite_tuning": {"hermeslab": tuning, "fts5": baseline.applied_tuning()},
             "hermeslab": {**timings["hermeslab"], "build_s": None if ours_build is None else round(ours_build, 1),
+                          "build_cpu_s": round(build_cpu["hermeslab"], 1) if build_cpu else None,
                           "insert_10": inserts["hermeslab"], **lifecycle, "bytes": ours_bytes,
                           "terms": index.stats()["terms"]},
             "fts5": {**timings["fts5"], "build_s": None if theirs_build is None else round(theirs_build, 1),
+                     "build_cpu_s": round(build_cpu["fts5"], 1) if build_cpu else None,
                      "insert_10": inserts["fts5"],
                      "bytes": theirs_bytes, "trigram_table": not options.no_trigram},
+            "top10_agreement": agreement,
+            "targets": {"p50_ms": P50_TARGET_MS, "p95_ms": P95_TARGET_MS, "inexact_queries": 0,
+                        "at_messages": TARGET_MESSAGES},
             "ratios": {
                 "p50_fts5_over_hermeslab": round(timings["fts5"]["p50_ms"] / timings["hermeslab"]["p50_ms"], 2),
                 "p95_fts5_over_hermeslab": round(timings["fts5"]["p95_ms"] / timings["hermeslab"]["p95_ms"], 2),
@@ -465,12 +566,19 @@ def main() -> None:
                 "bytes_hermeslab_over_fts5": round(ours_bytes / theirs_bytes, 2),
             },
         }
+        report["target_met"] = {
+            "p50": timings["hermeslab"]["p50_ms"] <= P50_TARGET_MS,
+            "p95": timings["hermeslab"]["p95_ms"] <= P95_TARGET_MS,
+            "exact": timings["hermeslab"]["inexact_queries"] == 0,
+            "at_target_size": len(docs) >= TARGET_MESSAGES,
+        }
+        report["all_targets_met"] = all(report["target_met"].values())
         index.close()
         baseline.con.close()
     finally:
         if options.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(report))
+    record.finish(report, options.out)
 
 
 def _remove_files(path: Path) -> None:

@@ -70,10 +70,13 @@ class ReplayCell:
     ``FixedSummariser()`` to time the loop and compression without a model.
     ``exam`` (``eval.exam.ExamSettings``) adds the recall exam, asked of the
     endpoint the config names (a config without one is a ValueError).
+    ``counter`` is the unit every config is billed in (``replay(counter=...)``;
+    None: exact counts in the recorded model's encoding).
     """
 
     summariser: Any = None
     exam: Any = None
+    counter: str | None = None
 
     def __post_init__(self) -> None:
         # Load the agent stack here, in the process that plans the run: forked workers then inherit it
@@ -89,18 +92,19 @@ class ReplayCell:
         from .replay import replay
 
         if self.exam is None:
-            return measure(replay(recording, config, summariser=self.summariser))
+            return measure(replay(recording, config, summariser=self.summariser, counter=self.counter))
         from .exam import exam_at_endpoint, require_endpoint
 
         require_endpoint(config)
-        run = replay(recording, config, summariser=self.summariser)
+        run = replay(recording, config, summariser=self.summariser, counter=self.counter)
         return {**measure(run), **exam_at_endpoint(run, config, self.exam)}
 
     @property
     def identity(self) -> str:
         source = "config" if self.summariser is None else describe(self.summariser)
         exam = "" if self.exam is None else f", exam={self.exam.identity}"
-        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam})"
+        counter = "" if self.counter is None else f", counter={self.counter}"
+        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam}{counter})"
 
 
 def describe(obj: Any) -> str:

@@ -228,7 +228,10 @@ class ReplayProvider:
         message = self.replies[index]
         self.position += 1
         completion = completion_tokens(message, self.counter)
-        decided = self._decisions.tokens(request.messages, request.tools) if self._decisions is not None else None
+        decided = None
+        if self._decisions is not None:  # the same unit as the bill needs no second count
+            same = self._decisions.counter.encoding == self.counter.encoding
+            decided = prompt if same else self._decisions.tokens(request.messages, request.tools)
         self.served.append(ServedCall(index, request.messages, prompt, completion, decided))
         return ChatResponse(message=dict(message), finish_reason="tool_calls" if message.get("tool_calls") else "stop",
                             usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
