@@ -191,8 +191,7 @@ class Agent:
         self_check_pending = self.config.agent.self_check
         for iteration in range(self.config.agent.max_iterations):
             self.calls.check_stop()
-            if iteration:
-                self._apply(self.context.before_call(self.messages, self._schemas()))
+            self._apply(self.context.before_call(self.messages, self._schemas(), first=not iteration))
             self._apply(self.context.before_send(self.messages, self._schemas()))
             response = self.calls.reply(self.messages + self.recovery.scaffold, self.messages, result)
             if response is None:

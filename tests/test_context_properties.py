@@ -89,11 +89,14 @@ def check_result(preset: str, original: list[dict], snapshot: list[dict], result
             assert out[0] == original[0]
     assert all(m["role"] != "system" for m in out[1:])
     latest = last_real_user_index(original)
-    if latest is not None:
+    if latest is not None and cfg.reinsert_latest_user:
         assert user_content_present(out, original[latest]), "latest real user message lost"
+    elif latest is not None:  # Hermes's wrapper rule: some real request always survives
+        assert last_real_user_index(out) is not None, "no real user message left"
     estimate = list_estimator(cfg)
-    assert result.tokens_after <= result.tokens_before
-    assert estimate(out) <= estimate(original)
+    if cfg.refuse_no_gain:
+        assert result.tokens_after <= result.tokens_before
+        assert estimate(out) <= estimate(original)
     if preset == "seed":
         assert sum(is_summary_message(m) for m in out) <= 1
         already = user_pairs(original)

@@ -258,8 +258,10 @@ def test_hermes_defects_show_on_the_tau2_file_too(hermes_totals):
 @needs_datasets
 def test_the_hermes_preset_reproduces_the_defect_classes_so_the_checks_can_fire():
     totals = sum_totals(hermeslab_reports(MINI_SWE, "hermes-0.19"))
-    for key in ("over_window_after_compress", "two_summary_outputs", "missing_latest_user_outputs",
-                "summary_only_compressions", "original_task_lost"):
+    # Not missing_latest_user_outputs: these sessions have one request, and Hermes's agent wrapper
+    # (reinsert_latest_user off) puts it back whenever a compression leaves no real user message.
+    for key in ("over_window_after_compress", "two_summary_outputs", "summary_only_compressions",
+                "original_task_lost"):
         assert totals[key] > 0, key
 
 

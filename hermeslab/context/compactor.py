@@ -108,13 +108,18 @@ class Compactor:
         if not self.policy.allows(trigger):
             return None
         started = time.perf_counter()
-        result = self._strategy(messages, focus, self.budgets_for(messages, tools))
+        budgets = self.budgets_for(messages, tools)
+        system: list[dict[str, Any]] = []
+        if not self.cfg.system_in_pipeline and messages and messages[0].get("role") == "system":
+            system, messages = [messages[0]], messages[1:]  # held apart and put back unchanged
+        result = self._strategy(messages, focus, budgets)
         verdict = self.policy.record(result, trigger)
         out = result.messages
         if not result.aborted and result.condensed > 0:
             out = self._with_todos(out)
             if self.cfg.strategy != "summary":  # the pipeline counts its own compressions
                 self.state.compression_count += 1
+        out = system + out if system else out
         return Compaction(trigger=trigger, messages=out, result=result, verdict=verdict,
                           duration_ms=(time.perf_counter() - started) * 1000, window=self.window,
                           strategy=self.cfg.strategy)

@@ -31,7 +31,15 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, default_counter
+from ..core.tokens import (
+    REPLY_PRIMING,
+    RunningCount,
+    TokenCounter,
+    UsageCalibration,
+    default_counter,
+    rough_messages_tokens,
+    rough_tool_schema_tokens,
+)
 from .compactor import Compaction, Compactor
 from .policy import PREFLIGHT_PASSES, made_progress
 
@@ -70,6 +78,11 @@ class ContextDriver:
         self.awaiting_reading = False
         self._passes = 0
         self._last_pass: tuple[int, int, bool] | None = None  # messages, tokens before it, whether it changed
+        # Hermes's deferral baselines (``defer_to_real_usage``): the latest positive reading, the
+        # request estimate right after the last compression, and the one a fitting reading proved.
+        self._last_real = 0
+        self._rough_after_compression = 0
+        self._rough_when_fit = 0
 
     @property
     def window(self) -> int:
@@ -99,9 +112,39 @@ class ContextDriver:
             return self.compactor.estimate_request(history, tools)
         return self.estimate(history, tools, history)
 
+    def request_rough(self, history: Sequence[Message], tools: Sequence[dict] | None) -> int:
+        """Hermes's request estimate: the messages without the system message, its text's chars/4, the tools."""
+        system = ""
+        if history and history[0].get("role") == "system":
+            system, history = history[0].get("content") or "", history[1:]
+        text = system if isinstance(system, str) else str(system)
+        return rough_messages_tokens(history) + (len(text) + 3) // 4 + rough_tool_schema_tokens(tools)
+
+    def _defer(self, rough: int) -> bool:
+        """Hermes's deferral of an estimate known to be noisy (``defer_to_real_usage``)."""
+        threshold = self.compactor.budgets.threshold_tokens
+        if rough < threshold:
+            return False
+        if self.awaiting_reading:
+            return True
+        if self._last_real <= 0 or self._last_real >= threshold:
+            return False
+        baseline = self._rough_when_fit or self._rough_after_compression
+        if baseline <= 0 or max(0, rough - baseline) > max(4096, int(threshold * 0.05)):
+            return False
+        self._rough_when_fit = max(baseline, rough)
+        return True
+
     def observe(self, counted: int, reported: int | None) -> None:
         """One answered call: its local count and the provider's reading (None when it reported no usage)."""
-        self.awaiting_reading = False
+        awaited, self.awaiting_reading = self.awaiting_reading, False
+        if self.compactor is not None and self.compactor.cfg.defer_to_real_usage and reported:
+            self._last_real = reported
+            if reported < self.compactor.budgets.threshold_tokens:
+                if awaited and self._rough_after_compression > 0:
+                    self._rough_when_fit = self._rough_after_compression
+            else:
+                self._rough_when_fit = 0
         if self.compactor is not None and self.compactor.cfg.overflow_allowance_per_call:
             self.compactor.policy.overflow_attempts = 0
         if reported is None:
@@ -125,7 +168,17 @@ class ContextDriver:
         """The next preflight pass, or None when the turn may start (ask again after applying each pass)."""
         if self.compactor is None or self._passes >= PREFLIGHT_PASSES:
             return None
-        tokens = self.measure(history, tools)
+        cfg = self.compactor.cfg
+        if self._last_pass is None and cfg.preflight_gate:
+            body = history[1:] if history and history[0].get("role") == "system" else history
+            if (len(body) <= cfg.protect_first_n + cfg.protect_last_n + 1
+                    and rough_messages_tokens(body) < self.compactor.budgets.threshold_tokens):
+                self._passes = PREFLIGHT_PASSES
+                return None
+        tokens = self.request_rough(history, tools) if cfg.preflight_system_as_text else self.measure(history, tools)
+        if self._last_pass is None and cfg.defer_to_real_usage and self._defer(tokens):
+            self._passes = PREFLIGHT_PASSES
+            return None
         if self._last_pass is not None:
             count, before, changed = self._last_pass
             if not changed or not made_progress(count, before, len(history), tokens):
@@ -139,11 +192,29 @@ class ContextDriver:
         self._last_pass = (len(history), tokens, compaction is not None and compaction.changed)
         return compaction
 
-    def before_call(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
-        """The pressure check before a call that is not the turn's first."""
-        if self.compactor is None or len(history) <= 1 or self.awaiting_reading:
+    def before_call(self, history: list[Message], tools: Sequence[dict] | None, *,
+                    first: bool = False) -> Compaction | None:
+        """The pressure check before a call that is not the turn's first (every call: ``pressure_every_call``)."""
+        if self.compactor is None:
             return None
-        if self.compactor.policy.should_compress(self.measure(history, tools), "pressure"):
+        cfg = self.compactor.cfg
+        if first and not cfg.pressure_every_call:
+            return None
+        body = len(history) - (1 if history and history[0].get("role") == "system" else 0)
+        if body <= 1 if cfg.defer_to_real_usage else len(history) <= 1:
+            return None
+        policy = self.compactor.policy
+        if cfg.pressure_counts_against_overflow and policy.overflow_attempts >= cfg.max_overflow_attempts:
+            return None
+        tokens = self.measure(history, tools)
+        if cfg.defer_to_real_usage:
+            if self._defer(tokens):
+                return None
+        elif self.awaiting_reading:
+            return None
+        if policy.should_compress(tokens, "pressure"):
+            if cfg.pressure_counts_against_overflow:
+                policy.overflow_attempts += 1
             return self.run(history, "pressure", tools)
         return None
 
@@ -233,6 +304,8 @@ class ContextDriver:
         if compaction is not None and compaction.changed:
             self.last_prompt_tokens = None
             self.awaiting_reading = True
+            if self.compactor.cfg.defer_to_real_usage:
+                self._rough_after_compression = self.request_rough(compaction.messages, tools)
         return compaction
 
     def fork(self) -> None:

@@ -271,6 +271,43 @@ def _reinsert_latest_user(messages: list[dict], latest: dict, *, merge: bool) ->
     return messages[:position] + [copy] + messages[position:], False
 
 
+#: Hermes's stand-in request when a compressed list holds no real user message and none existed before.
+NO_USER_PLACEHOLDER = ("Continue from the compressed conversation context above. "
+                       "This marker exists because no human user turn was available.")
+
+
+def ensure_real_user_turn(original: Sequence[dict], compressed: list[dict]) -> tuple[list[dict], bool]:
+    """Hermes's agent-wrapper rule (``reinsert_latest_user`` off): a result without any real user
+    message gets a copy of the newest one from ``original``.
+
+    It goes before the first assistant message not already preceded by a user
+    message; failing that it is appended when the list does not end with a
+    user message (or ends with a summary), else merged ahead of that trailing
+    user message. With no real user message anywhere, a fixed placeholder
+    request is appended. Returns (messages, whether one was added).
+    """
+    if any(is_real_user_message(m) for m in compressed):
+        return compressed, False
+    latest = next((m for m in reversed(original) if is_real_user_message(m)), None)
+    out = list(compressed)
+    if latest is None:
+        return out + [{"role": "user", "content": NO_USER_PLACEHOLDER}], True
+    anchor = {k: v for k, v in latest.items() if k != "_compressed_summary"}
+    for index, message in enumerate(out):
+        if message.get("role") == "assistant" and (index == 0 or out[index - 1].get("role") != "user"):
+            return out[:index] + [anchor] + out[index:], True
+    if not out or out[-1].get("role") != "user" or is_summary_message(out[-1]):
+        return out + [anchor], True
+    last = out[-1]
+    if isinstance(anchor.get("content"), list) or isinstance(last.get("content"), list):
+        as_parts = (lambda c: list(c) if isinstance(c, list) else [{"type": "text", "text": str(c or "")}])
+        merged: object = as_parts(anchor.get("content")) + as_parts(last.get("content"))
+    else:
+        merged = f"{anchor.get('content') or ''}\n\n{last.get('content') or ''}".strip()
+    out[-1] = {k: v for k, v in last.items() if not k.startswith("_")} | {"content": merged}
+    return out, True
+
+
 def _plain_user_summary(message: dict) -> bool:
     """A user-role summary with text content and nothing merged behind it yet."""
     return (message.get("role") == "user" and isinstance(message.get("content"), str)
@@ -375,15 +412,18 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     assembled, record["assembly"] = assemble(head, inserted, tail, cfg=cfg)
     latest_index, latest, merged = (_latest_user_request(messages, inside_summaries=cfg.keep_latest_user)
                                     or (None, None, False))
-    reinserted = latest is not None and not _user_content_present(assembled, latest)
     into_summary = False
-    if reinserted:
-        assembled, into_summary = _reinsert_latest_user(assembled, latest, merge=cfg.keep_latest_user)
+    if cfg.reinsert_latest_user:
+        reinserted = latest is not None and not _user_content_present(assembled, latest)
+        if reinserted:
+            assembled, into_summary = _reinsert_latest_user(assembled, latest, merge=cfg.keep_latest_user)
+    else:
+        assembled, reinserted = ensure_real_user_turn(messages, assembled)
     record["latest_user"] = {"index": latest_index, "merged": merged, "reinserted": reinserted,
                              "into_summary": into_summary}
 
     after = estimate_tokens(assembled)
-    if after >= before:
+    if after >= before and cfg.refuse_no_gain:
         pruned_tokens = estimate_tokens(plan.pruned)
         kept = plan.pruned if pruned_tokens < before else list(messages)
         return _result(kept, plan, cfg=cfg, outcome="no_gain", before=before,

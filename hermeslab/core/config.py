@@ -158,6 +158,34 @@ class CompressionConfig:
     #: ``max_overflow_attempts`` counts refusals since the last answered call, so a long turn
     #: that outgrows the window again later gets its allowance back (Hermes: per user turn).
     overflow_allowance_per_call: bool = True
+    #: The system message goes through the pipeline as the head's first message (it can take a
+    #: note, and with an empty head the summary is merged into the next message); off, it is
+    #: held apart and put back unchanged, as Hermes's agent never hands it to compress().
+    system_in_pipeline: bool = True
+    #: A latest real user message the boundary summarised is put back after the summary; off,
+    #: only a result left with no real user message at all gets the latest one back, before
+    #: the first assistant message not already preceded by a user turn (Hermes's agent wrapper).
+    reinsert_latest_user: bool = True
+    #: A compression whose estimate is not below its input's is refused (the input, or its
+    #: pruned copy, comes back); off, it is applied as Hermes applies any compress() output.
+    refuse_no_gain: bool = True
+    # ---- trigger switches (seed value first; hermes-0.19 sets Hermes's agent behaviour)
+    #: After a compression the pressure check waits for the provider's reading of the compressed
+    #: prompt; on, the preflight and pressure checks defer as Hermes does instead: while that
+    #: reading is awaited, and while the last reading fit under the threshold and the rough
+    #: estimate grew at most max(4,096, 5% of the threshold) since the prompt it measured.
+    defer_to_real_usage: bool = False
+    #: The pressure check also runs before the turn's first call (Hermes checks every call).
+    pressure_every_call: bool = False
+    #: Pressure compressions use the turn's overflow allowance (``max_overflow_attempts``),
+    #: the one per-turn counter Hermes's agent shares between them and the overflow path.
+    pressure_counts_against_overflow: bool = False
+    #: Preflight estimates only when the history is longer than protect_first_n +
+    #: protect_last_n + 1 messages or its messages alone reach the threshold (Hermes's cheap check).
+    preflight_gate: bool = False
+    #: Preflight counts the system prompt as its text's chars/4, apart from the messages
+    #: (Hermes's request estimate), rather than as one more message of the list.
+    preflight_system_as_text: bool = False
 
 
 @dataclass

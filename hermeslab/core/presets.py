@@ -51,6 +51,14 @@ _SEED: dict[str, Any] = {
     "compression.summarise_whole_span": True,
     "compression.fit_on_overflow": True,
     "compression.overflow_allowance_per_call": True,
+    "compression.system_in_pipeline": True,
+    "compression.reinsert_latest_user": True,
+    "compression.refuse_no_gain": True,
+    "compression.defer_to_real_usage": False,
+    "compression.pressure_every_call": False,
+    "compression.pressure_counts_against_overflow": False,
+    "compression.preflight_gate": False,
+    "compression.preflight_system_as_text": False,
 }
 
 _HERMES_0_19: dict[str, Any] = {
@@ -78,6 +86,14 @@ _HERMES_0_19: dict[str, Any] = {
     "compression.summarise_whole_span": False,
     "compression.fit_on_overflow": False,
     "compression.overflow_allowance_per_call": False,
+    "compression.system_in_pipeline": False,
+    "compression.reinsert_latest_user": False,
+    "compression.refuse_no_gain": False,
+    "compression.defer_to_real_usage": True,
+    "compression.pressure_every_call": True,
+    "compression.pressure_counts_against_overflow": True,
+    "compression.preflight_gate": True,
+    "compression.preflight_system_as_text": True,
 }
 
 #: Dotted config overrides per preset name.

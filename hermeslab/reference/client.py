@@ -258,6 +258,19 @@ class HermesReference:
             "repeats": _check_int(repeats, "repeats", 1),
         })
 
+    def time_compress_cpu(self, messages: list[dict], *, context_length: int, repeats: int) -> dict:
+        """As `time_compress`, with the worker's CPU time of each call: ``{"ms": [...], "cpu_ms": [...]}``."""
+        return self.request("time_compress", {
+            "messages": _check_messages(messages),
+            "context_length": _check_int(context_length, "context_length", 1),
+            "repeats": _check_int(repeats, "repeats", 1),
+            "with_cpu": True,
+        })
+
+    def worker_cpu_seconds(self) -> float:
+        """CPU seconds the worker process has used so far (its ``time.process_time``)."""
+        return float(self.request("usage")["cpu_seconds"])
+
     def replay(
         self, session_messages: list[dict], *, context_length: int, tools: list[dict] | None = None
     ) -> dict:
@@ -284,3 +297,61 @@ class HermesReference:
             "sessions": checked,
             "context_length": _check_int(context_length, "context_length", 1),
         })
+
+    def replay_many_timed(self, sessions: Iterable[dict], *, context_length: int) -> dict:
+        """`replay_many` timed inside the worker: ``{"results", "seconds", "cpu_seconds"}``, where the
+        seconds cover the replays alone (not sending, decoding or answering the request)."""
+        if isinstance(sessions, (str, bytes, dict)):
+            raise HermesInputError("sessions must be an iterable of session objects")
+        checked = [_check_session(session, index) for index, session in enumerate(sessions)]
+        return self.request("replay_many_timed", {
+            "sessions": checked,
+            "context_length": _check_int(context_length, "context_length", 1),
+        })
+
+    def agent_replay_many(self, sessions: Iterable[dict], *, context_length: int, encoding: str) -> list[dict]:
+        """Replay planned sessions through Hermes's own agent triggers, prompts billed exactly in ``encoding``.
+
+        Each session is ``{"id", "system_prompt", "tools", "turns", "results"}``: the turns as
+        ``{"users": [...], "replies": [assistant messages], "stop_after": call id or None}`` and every
+        tool result by call id (``hermeslab.eval.session_parity.planned_session`` builds them as
+        hermeslab's replay plans a recording). The worker runs Hermes's preflight, pressure,
+        per-turn and overflow checks and its ``compress_context`` wrapper; each result has
+        ``calls`` (``prompt_tokens`` billed, ``rough`` estimate), ``compressions`` (``call``,
+        ``trigger``, ``input_len``, ``output_len``, ``changed``), ``refusals``, ``statuses`` and
+        ``prompt_tokens_total``. The worker counts with hermeslab's own tokenizer build (bpe-openai's
+        compiled module, loaded by path) and must agree with it on probe texts first.
+        """
+        if isinstance(sessions, (str, bytes, dict)):
+            raise HermesInputError("sessions must be an iterable of planned session objects")
+        checked = []
+        for index, session in enumerate(sessions):
+            if not isinstance(session, dict) or not isinstance(session.get("turns"), list):
+                raise HermesInputError(f"session {index} must be a planned session with a 'turns' list")
+            checked.append(session)
+        return self.request("agent_replay_many", {
+            "sessions": checked,
+            "context_length": _check_int(context_length, "context_length", 1),
+            "counter": _counter_spec(encoding),
+        })
+
+
+def _counter_spec(encoding: str) -> dict:
+    """Where the worker loads hermeslab's tokenizer from, and probe counts it must reproduce."""
+    import importlib.machinery
+    import importlib.util
+
+    from hermeslab.core.tokens import PROBE_TEXTS, counter_for
+
+    counter = counter_for(encoding)
+    if counter.backend != "bpe-openai":
+        raise HermesReferenceError("session replays in the worker need the bpe-openai tokenizer in hermeslab's "
+                                   "environment (the worker loads its compiled module)")
+    spec = importlib.util.find_spec("bpe_openai")
+    for folder in spec.submodule_search_locations or ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / f"_bindings{suffix}"
+            if path.is_file():
+                return {"bindings_path": str(path), "encoding": encoding,
+                        "probe": [[text, counter.count_text(text)] for text in PROBE_TEXTS]}
+    raise HermesReferenceError("bpe-openai's compiled module was not found")

@@ -210,18 +210,25 @@ class ReferenceEngine:
         elapsed_ms = (time.perf_counter() - started) * 1000.0
         return {"messages": output, "elapsed_ms": elapsed_ms}
 
-    def time_compress(self, messages: list[dict], context_length: int, repeats: int) -> list[float]:
-        """Milliseconds per ``compress()`` on a fresh compressor, after one untimed warm-up call."""
+    def time_compress(self, messages: list[dict], context_length: int, repeats: int,
+                      with_cpu: bool = False) -> list[float] | dict:
+        """Milliseconds per ``compress()`` on a fresh compressor, after one untimed warm-up call.
+
+        With ``with_cpu`` the answer is ``{"ms": [...], "cpu_ms": [...]}``: each
+        call's wall time and this worker's CPU time (``time.process_time``) in it.
+        """
         self.new_compressor(context_length).compress(copy.deepcopy(messages))
-        timings = []
+        timings, cpu = [], []
         for _ in range(repeats):
             compressor = self.new_compressor(context_length)
             sample = copy.deepcopy(messages)
             gc.collect()  # start each timed call without the previous copies' garbage
+            cpu_started = time.process_time()
             started = time.perf_counter()
             compressor.compress(sample)
             timings.append((time.perf_counter() - started) * 1000.0)
-        return timings
+            cpu.append((time.process_time() - cpu_started) * 1000.0)
+        return {"ms": timings, "cpu_ms": cpu} if with_cpu else timings
 
     def replay(self, session: dict, context_length: int) -> dict:
         """Walk a recording call by call, compressing whenever Hermes's trigger fires.
@@ -304,8 +311,33 @@ class ReferenceEngine:
             "summary_only": bool(window) and all(self.is_summary(m) for m in window),
         }
 
+    def agent_replay_many(self, sessions: list[dict], context_length: int, counter: dict) -> list[dict]:
+        """Whole sessions through Hermes's agent triggers (``agent_session``), prompts billed exactly.
+
+        ``counter`` names the tokenizer: ``bindings_path`` of bpe-openai's compiled module, ``encoding``,
+        and ``probe`` pairs [text, tokens] the loaded counter must reproduce before anything is replayed.
+        """
+        from agent_session import AgentSessionReplay
+        from session_billing import RequestBill, load_text_counter
+
+        text_tokens = load_text_counter(counter["bindings_path"], counter["encoding"])
+        for text, expected in counter.get("probe") or ():
+            if text_tokens(text) != expected:
+                raise RuntimeError(f"the worker's token counter disagrees with hermeslab's on {text!r}")
+        bill = RequestBill(text_tokens)
+        return [AgentSessionReplay(self, session, context_length, bill).run() for session in sessions]
+
     def replay_many(self, sessions: list[dict], context_length: int) -> list[dict]:
         return [self.replay(session, context_length) for session in sessions]
+
+    def replay_many_timed(self, sessions: list[dict], context_length: int) -> dict:
+        """``replay_many`` with the wall and CPU seconds of the replays alone (decoding the request
+        and encoding the answer happen outside the timed region)."""
+        cpu_started = time.process_time()
+        started = time.perf_counter()
+        results = self.replay_many(sessions, context_length)
+        return {"results": results, "seconds": time.perf_counter() - started,
+                "cpu_seconds": time.process_time() - cpu_started}
 
 
 def replay_totals(calls: list[dict], context_length: int) -> dict:

@@ -63,10 +63,42 @@ def _sessions(args: dict) -> list[dict]:
     return sessions
 
 
+def _planned_sessions(args: dict) -> list[dict]:
+    """Sessions planned by the client: system prompt, tools, turns (users, replies, stop_after), results."""
+    sessions = args.get("sessions")
+    if not isinstance(sessions, list):
+        raise RequestError(f"'sessions' must be a list, got {type(sessions).__name__}")
+    for index, session in enumerate(sessions):
+        if not isinstance(session, dict) or not isinstance(session.get("turns"), list):
+            raise RequestError(f"sessions[{index}] must be an object with a 'turns' list")
+        if not isinstance(session.get("results", {}), dict):
+            raise RequestError(f"sessions[{index}]['results'] must be an object")
+        for turn in session["turns"]:
+            if not isinstance(turn, dict):
+                raise RequestError(f"sessions[{index}]: every turn must be an object")
+            _messages(turn, "replies")
+    return sessions
+
+
+def _counter(args: dict) -> dict:
+    counter = args.get("counter")
+    if not isinstance(counter, dict) or not isinstance(counter.get("bindings_path"), str) \
+            or not isinstance(counter.get("encoding"), str):
+        raise RequestError("'counter' must be an object with string 'bindings_path' and 'encoding'")
+    return counter
+
+
 def _optional_text(args: dict, key: str) -> str | None:
     value = args.get(key)
     if value is not None and not isinstance(value, str):
         raise RequestError(f"'{key}' must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def _flag(args: dict, key: str) -> bool:
+    value = args.get(key, False)
+    if not isinstance(value, bool):
+        raise RequestError(f"'{key}' must be true or false, got {type(value).__name__}")
     return value
 
 
@@ -81,6 +113,7 @@ def build_handlers(engine: ReferenceEngine) -> dict[str, Callable[[dict], Any]]:
             "started_at": started,
         },
         "ping": lambda args: {},
+        "usage": lambda args: {"cpu_seconds": time.process_time(), "pid": os.getpid()},
         "plan": lambda args: engine.plan(
             _messages(args),
             _integer(args, "context_length", minimum=1),
@@ -92,8 +125,13 @@ def build_handlers(engine: ReferenceEngine) -> dict[str, Callable[[dict], Any]]:
             _messages(args),
             _integer(args, "context_length", minimum=1),
             _integer(args, "repeats", minimum=1),
+            _flag(args, "with_cpu"),
         ),
+        "agent_replay_many": lambda args: engine.agent_replay_many(
+            _planned_sessions(args), _integer(args, "context_length", minimum=1), _counter(args)),
         "replay_many": lambda args: engine.replay_many(_sessions(args), _integer(args, "context_length", minimum=1)),
+        "replay_many_timed": lambda args: engine.replay_many_timed(
+            _sessions(args), _integer(args, "context_length", minimum=1)),
     }
 
 

@@ -1,0 +1,163 @@
+"""Whole-session parity of hermes-0.19 with Hermes 0.19.0's own agent triggers, and the switches behind it.
+
+The unit tests pin what each switch does on small hand-made conversations;
+the slow tests replay shared recordings through the real Hermes in its venv
+(``HermesReference.agent_replay_many``) and through hermeslab, and compare the
+sessions (``hermeslab.eval.session_parity``). They are skipped without the
+venv or the data, and fail then under ``CI=true`` (``tests/shared_data.py``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hermeslab.context.budget import derive_budgets
+from hermeslab.context.compactor import Compactor
+from hermeslab.context.driver import ContextDriver
+from hermeslab.context.pipeline import NO_USER_PLACEHOLDER, ensure_real_user_turn
+from hermeslab.core.config import load_config
+from hermeslab.core.presets import PRESETS
+from hermeslab.eval.replay_compression import FixedSummariser
+
+NEW_SWITCHES = ("system_in_pipeline", "reinsert_latest_user", "refuse_no_gain", "defer_to_real_usage",
+                "pressure_every_call", "pressure_counts_against_overflow", "preflight_gate",
+                "preflight_system_as_text")
+
+
+def test_each_new_switch_keeps_seed_and_takes_hermes_value_in_hermes_preset():
+    seed, hermes = PRESETS["seed"], PRESETS["hermes-0.19"]
+    seed_values = {"system_in_pipeline": True, "reinsert_latest_user": True, "refuse_no_gain": True}
+    for name in NEW_SWITCHES:
+        expected_seed = seed_values.get(name, False)
+        assert seed[f"compression.{name}"] is expected_seed, name
+        assert hermes[f"compression.{name}"] is (not expected_seed), name
+        assert getattr(load_config("seed").compression, name) is expected_seed, name
+
+
+def _conversation(turns: int, size: int = 900) -> list[dict]:
+    messages = [{"role": "system", "content": "You are a test agent."}, {"role": "user", "content": "do the task"}]
+    for i in range(turns):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"n": i})}}
+        messages += [{"role": "assistant", "content": f"step {i}", "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": f"c{i}", "content": f"output {i} " + "x" * size}]
+    return messages
+
+
+def _compactor(spec: str) -> Compactor:
+    return Compactor(load_config(spec), FixedSummariser())
+
+
+def test_system_message_held_apart_comes_back_unchanged_and_gets_no_note():
+    messages = _conversation(30)
+    on = _compactor("hermes-0.19,model.context_length=16000,compression.system_in_pipeline=true")
+    off = _compactor("hermes-0.19,model.context_length=16000")
+    noted = on.run(messages, trigger="pressure").messages
+    apart = off.run(messages, trigger="pressure").messages
+    assert noted[0]["content"] != messages[0]["content"]  # the system note of the head
+    assert apart[0] is messages[0]
+    assert sum(m.get("role") == "system" for m in apart) == 1
+
+
+def test_ensure_real_user_turn_follows_hermes_wrapper():
+    original = [{"role": "user", "content": "the request"}, {"role": "assistant", "content": "ok"}]
+    summary_then_reply = [{"role": "user", "content": "[CONTEXT SUMMARY]: s", "_compressed_summary": True},
+                          {"role": "assistant", "content": "a"}, {"role": "tool", "tool_call_id": "x", "content": "r"}]
+    kept, added = ensure_real_user_turn(original, [{"role": "user", "content": "the request"}])
+    assert not added and kept == [{"role": "user", "content": "the request"}]
+    out, added = ensure_real_user_turn(original, [{"role": "assistant", "content": "a"}])
+    assert added and out[0] == {"role": "user", "content": "the request"}
+    out, added = ensure_real_user_turn(original, summary_then_reply[:1])
+    assert added and out[-1]["content"] == "the request"  # appended after a trailing summary
+    out, added = ensure_real_user_turn([], [{"role": "assistant", "content": "a"}])
+    assert out[0]["content"] == NO_USER_PLACEHOLDER or out[-1]["content"] == NO_USER_PLACEHOLDER
+
+
+def test_reinsert_latest_user_off_adds_nothing_when_an_older_request_survives():
+    messages = _conversation(30)
+    messages[-2:-2] = [{"role": "user", "content": "a later request"}]
+    messages.insert(-2, {"role": "assistant", "content": "noted"})
+    compactor = _compactor("hermes-0.19,model.context_length=16000")
+    out = compactor.run(messages, trigger="pressure").messages
+    assert compactor.cfg.reinsert_latest_user is False
+    assert sum(m.get("content") == "a later request" for m in out) <= 1
+
+
+def test_refuse_no_gain_off_applies_the_result():
+    cfg = load_config("hermes-0.19").compression
+    assert cfg.refuse_no_gain is False and load_config("seed").compression.refuse_no_gain is True
+
+
+def _driver(spec: str) -> ContextDriver:
+    config = load_config(spec)
+    return ContextDriver(Compactor(config, FixedSummariser()), context_length=config.model.context_length)
+
+
+def test_defer_to_real_usage_defers_while_a_reading_is_awaited_and_after_a_fitting_one():
+    driver = _driver("hermes-0.19,model.context_length=16000")
+    threshold = driver.compactor.budgets.threshold_tokens
+    driver.awaiting_reading = True
+    assert driver._defer(threshold) is True
+    driver.awaiting_reading = False
+    driver._rough_after_compression = threshold - 1000
+    driver.observe(threshold - 500, threshold - 500)  # a reading that fit
+    assert driver._defer(threshold + 100) is True  # grew by less than max(4096, 5%)
+    assert driver._defer(threshold + 5000) is False
+    driver.observe(threshold + 10, threshold + 10)  # a reading over the threshold: never defer
+    assert driver._defer(threshold + 100) is False
+
+
+def test_pressure_every_call_and_shared_counter():
+    history = _conversation(40, size=2000)
+    seed_like = _driver("hermes-0.19,model.context_length=16000,compression.pressure_every_call=false")
+    assert seed_like.before_call(history, None, first=True) is None
+    driver = _driver("hermes-0.19,model.context_length=16000")
+    assert driver.before_call(history, None, first=True) is not None
+    assert driver.compactor.policy.overflow_attempts == 1
+    driver.compactor.policy.overflow_attempts = driver.compactor.cfg.max_overflow_attempts
+    driver.awaiting_reading = False
+    assert driver.before_call(history, None) is None  # the turn's allowance is spent
+
+
+def test_preflight_gate_skips_short_histories_and_system_as_text_counts_chars():
+    short = [{"role": "system", "content": "s" * 400_000}, {"role": "user", "content": "hi"}]
+    gated = _driver("hermes-0.19,model.context_length=16000")
+    ungated = _driver("hermes-0.19,model.context_length=16000,compression.preflight_gate=false")
+    gated.begin_turn("hi")
+    ungated.begin_turn("hi")
+    assert gated.preflight(short, None) is None
+    assert ungated.request_rough(short, None) == 100_000 + ungated.request_rough(short[1:], None)
+    assert ungated.preflight(short, None) is not None  # over the threshold, nothing gates it
+
+
+# ---------------------------------------------------------------- against the real Hermes
+
+
+@pytest.mark.slow
+def test_sessions_match_hermes_on_a_sample():
+    from shared_data import dataset, hermes_venv
+
+    from hermeslab.eval.session_parity import compare, hermeslab_session, planned_session, session_encoding
+    from hermeslab.recordings import Recording
+    from hermeslab.reference.client import HermesReference
+
+    venv = hermes_venv()
+    files = {"tau2_bench_gpt41.jsonl": 16_000, "mini_swe_agent_gemini3pro_swebv.jsonl": 32_000}
+    with HermesReference(venv, timeout=600) as worker:
+        for name, window in files.items():
+            with dataset(name).open(encoding="utf-8") as handle:
+                recordings = [Recording.from_dict(json.loads(line)) for line, _ in zip(handle, range(40))]
+            config = load_config(f"hermes-0.19,model.context_length={window}")
+            theirs = worker.agent_replay_many([planned_session(r) for r in recordings], context_length=window,
+                                              encoding=session_encoding(recordings[0]))
+            verdicts = [compare(hermeslab_session(r, config), h) for r, h in zip(recordings, theirs)]
+            same = sum(v["identical"] for v in verdicts)
+            # Measured floor (issue #13 item 1 is open: the summary frame and grounding still differ);
+            # raise it as the remaining causes are fixed.
+            assert same >= 0.85 * len(verdicts), (name, same, [v["first_difference"] for v in verdicts
+                                                               if not v["identical"]][:3])
+            # Sessions that never compress are billed identically on both sides.
+            for verdict, run in zip(verdicts, theirs):
+                if not run["compressions"] and verdict["identical"]:
+                    assert verdict["prompt_tokens_hermeslab"] == verdict["prompt_tokens_hermes"]
