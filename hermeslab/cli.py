@@ -21,7 +21,6 @@ DESCRIPTION = ("Run and inspect long-running agent sessions: a scripted demo, an
                "under different configs.")
 
 #: What the chat shows when it waits for the user's next message.
-CHAT_PROMPT = "you> "
 
 
 def _changelog(releases: int = 30) -> str:
@@ -151,8 +150,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .console import ConsoleTranscript
-    from .runtime import Runtime
+    from .terminal import TerminalChat, read_inputs
 
     config = _load_config(args.config)
     if args.workspace:
@@ -161,21 +159,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
     hosted = config.model.base_url or config.model.api_key
     what = f"the agent for {config.model.name}" if hosted else "the offline model"
     print(f"hermeslab chat · starting {what}…", flush=True)
-    with Runtime(config, source="cli") as runtime:
-        runtime.bus.subscribe(ConsoleTranscript(context_length=config.model.context_length))
-        print(f"hermeslab chat · {config.model.name} · session {runtime.agent.session.id} · /quit to leave")
-        while True:
-            try:
-                text = input(CHAT_PROMPT).strip()
-            except (EOFError, KeyboardInterrupt):
-                print()
+    chat = TerminalChat(config)
+    try:
+        print(f"hermeslab chat · {config.model.name} · session {chat.runtime.agent.session.id} · "
+              "/help for commands, /quit to leave", flush=True)
+        for text in read_inputs():
+            if not chat.handle(text):
                 break
-            if not text:
-                continue
-            if text in ("/quit", "/exit"):
-                break
-            print("hermes> ", end="", flush=True)
-            runtime.agent.chat(text)
+    finally:
+        chat.close()
     return 0
 
 

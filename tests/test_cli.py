@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hermeslab.cli import CHAT_PROMPT, _lab_path, build_parser
+from hermeslab.cli import _lab_path, build_parser
+from hermeslab.terminal import PROMPT as CHAT_PROMPT
 from hermeslab.core.config import Config
 
 EXE = Path(sys.executable).with_name("hermeslab")
