@@ -25,7 +25,7 @@ from mcp import ClientSession, MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from hermeslab import __version__
-from hermeslab.core.config import MCPServerConfig
+from hermeslab.core.mcp_config import MCPServerConfig
 from hermeslab.tools.mcp.results import result_text
 from hermeslab.tools.mcp.transport import EndWatch, ServerTransport
 from hermeslab.tools.mcp.variables import UnsetVariable

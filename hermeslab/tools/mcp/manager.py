@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import mcp_types as types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from hermeslab.core.config import MCPServerConfig
+from hermeslab.core.mcp_config import MCPServerConfig
 from hermeslab.core.events import EventBus, Notice
 from hermeslab.tools.mcp.connection import ServerConnection
 from hermeslab.tools.mcp.names import prefixed_name

@@ -19,7 +19,7 @@ import httpx2
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from hermeslab.core.config import MCPServerConfig
+from hermeslab.core.mcp_config import MCPServerConfig
 from hermeslab.tools.mcp.variables import expanded_settings
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import Mapping
 
-from hermeslab.core.config import MCPServerConfig
+from hermeslab.core.mcp_config import MCPServerConfig
 
 
 class UnsetVariable(ValueError):
