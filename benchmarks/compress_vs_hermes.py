@@ -16,7 +16,7 @@ What each side is asked to do, per timed call:
 * **hermeslab** (in this process): a fresh ``CompressionState`` and a fresh deep
   copy of the input, garbage collected first, after one untimed warm-up call
   per variant; then, untimed, one of two states of the token-count caches of
-  ``hermeslab.core.tokens``:
+  ``hermeslab.core.tokens`` and ``hermeslab.core.rough``:
 
   - ``cold``: every cache emptied (what Hermes gets: nothing counted yet);
   - ``primed``: emptied, then the copy counted as a live loop has counted it
@@ -58,13 +58,15 @@ from pathlib import Path
 
 from _record import Record, add_out_option
 
+import hermeslab.core.rough as rough_module
 import hermeslab.core.tokens as tokens_module
 from hermeslab.context import CompressionState, compress, derive_budgets
 from hermeslab.context.summary import LLMSummariser
 from hermeslab.core.config import Config
 from hermeslab.core.presets import apply_preset
 from hermeslab.core.provider import ChatRequest, ChatResponse, Usage
-from hermeslab.core.tokens import default_counter, list_estimator, rough_messages_tokens
+from hermeslab.core.rough import rough_messages_tokens
+from hermeslab.core.tokens import default_counter, list_estimator
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.reference.client import HermesReference
 
@@ -136,14 +138,20 @@ def _containers(value: object) -> bool:
     return isinstance(value, (dict, list, set, tuple))
 
 
-#: Every container the token module holds (module globals and the attributes of its own objects, such as
-#: ``default_counter``), as it was at import, before anything was counted. Restoring them empties every
-#: cache whatever it is called, and leaves constant tables (the estimator table) as they are.
-_INITIAL_GLOBALS = {name: copy.copy(value) for name, value in vars(tokens_module).items()
-                    if name.startswith("_") and not name.startswith("__") and _containers(value)}
-_INITIAL_OBJECTS = {name: {attr: copy.copy(item) for attr, item in vars(value).items() if _containers(item)}
-                    for name, value in vars(tokens_module).items()
-                    if type(value).__module__ == tokens_module.__name__ and hasattr(value, "__dict__")}
+def _initial_containers(module: object) -> tuple[dict, dict]:
+    """Every container ``module`` holds: its private globals, and the attributes of its own objects."""
+    globals_ = {name: copy.copy(value) for name, value in vars(module).items()
+                if name.startswith("_") and not name.startswith("__") and _containers(value)}
+    objects = {name: {attr: copy.copy(item) for attr, item in vars(value).items() if _containers(item)}
+               for name, value in vars(module).items()
+               if type(value).__module__ == module.__name__ and hasattr(value, "__dict__")}
+    return globals_, objects
+
+
+#: Every container the token modules hold (exact counts, such as ``default_counter``'s, and the chars/4
+#: estimate's), as it was at import, before anything was counted. Restoring them empties every cache
+#: whatever it is called, and leaves constant tables (the estimator table) as they are.
+_INITIAL = {module: _initial_containers(module) for module in (tokens_module, rough_module)}
 
 
 def _restore(owner: object, name: str, initial: object) -> None:
@@ -160,19 +168,21 @@ def _restore(owner: object, name: str, initial: object) -> None:
 
 
 def clear_token_caches() -> None:
-    """Empty hermeslab's token-count caches (``hermeslab.core.tokens``), as in a process that counted nothing.
+    """Empty hermeslab's token-count caches (``hermeslab.core.tokens`` and ``hermeslab.core.rough``), as in a
+    process that counted nothing.
 
     The tokenizer itself stays loaded: both sides are warm processes.
     """
-    for name, initial in _INITIAL_GLOBALS.items():
-        _restore(tokens_module, name, initial)
-    for name, attrs in _INITIAL_OBJECTS.items():
-        owner = getattr(tokens_module, name)
-        for attr, initial in attrs.items():
-            _restore(owner, attr, initial)
-    for value in vars(tokens_module).values():
-        if callable(getattr(value, "cache_clear", None)):
-            value.cache_clear()
+    for module, (globals_, objects) in _INITIAL.items():
+        for name, initial in globals_.items():
+            _restore(module, name, initial)
+        for name, attrs in objects.items():
+            owner = getattr(module, name)
+            for attr, initial in attrs.items():
+                _restore(owner, attr, initial)
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
 
 
 def cold_counts_check(messages: list[dict]) -> dict:

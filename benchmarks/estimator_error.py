@@ -23,7 +23,8 @@ from pathlib import Path
 
 from _record import Record, add_out_option
 
-from hermeslab.core.tokens import TokenCounter, rough_message_tokens
+from hermeslab.core.rough import rough_message_tokens
+from hermeslab.core.tokens import TokenCounter
 
 DEFAULT_FILES = ("mini_swe_agent_gemini3pro_swebv.jsonl", "tau2_bench_gpt41.jsonl", "tau_bench_airline_gpt4o.jsonl")
 

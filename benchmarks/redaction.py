@@ -49,16 +49,29 @@ def summarised_middle(path: Path, chars: int) -> str:
 
 
 def redact_at(revision: str) -> tuple[str, Callable[[str], str]]:
-    """``redact`` as it was in ``revision`` (named by its commit), loaded from ``git show`` into a throwaway module."""
+    """``redact`` as it was in ``revision`` (named by its commit), loaded from ``git show`` into a throwaway package.
+
+    The rule table is loaded first where that revision keeps it in a module of its own.
+    """
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
     commit = git("rev-parse", "--short=12", revision).strip()
-    name = f"redact_at_{commit}"
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
-    sys.modules[name] = module
-    exec(compile(git("show", f"{commit}:hermeslab/context/redact.py"), f"{commit}:redact.py", "exec"), module.__dict__)
-    return f"redact@{commit}", module.redact
+    package = f"redact_at_{commit}"
+    sys.modules[package] = importlib.util.module_from_spec(
+        importlib.util.spec_from_loader(package, loader=None, is_package=True))
+
+    def load(stem: str):
+        name = f"{package}.{stem}"
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
+        sys.modules[name] = module
+        path = f"hermeslab/context/{stem}.py"
+        exec(compile(git("show", f"{commit}:{path}"), f"{commit}:{path}", "exec"), module.__dict__)
+        return module
+
+    if git("ls-tree", "--name-only", commit, "hermeslab/context/secret_patterns.py").strip():
+        load("secret_patterns")
+    return f"redact@{commit}", load("redact").redact
 
 
 def cpu_seconds(function: Callable[[str], str], text: str, repeat: int) -> tuple[list[float], str]:

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermeslab.core.messages import validate_messages
-from hermeslab.core.tokens import rough_message_tokens
+from hermeslab.core.rough import rough_message_tokens
 from hermeslab.context.baselines import masked_text, observation_masking, sliding_window
 from hermeslab.context.turns import last_real_user_index
 

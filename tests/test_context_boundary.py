@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hermeslab.core.config import Config
-from hermeslab.core.tokens import rough_message_tokens, rough_messages_tokens
+from hermeslab.core.rough import rough_message_tokens, rough_messages_tokens
 from hermeslab.context.assemble import split_summary
 from hermeslab.context.boundary import choose_boundary, min_tail_messages
 from hermeslab.context.budget import Budgets, derive_budgets

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.redact import RULES, placeholder, redact, redact_exhaustive, redact_message, redact_value
+from hermeslab.context.redact import redact, redact_exhaustive, redact_message, redact_value
+from hermeslab.context.secret_patterns import RULES, placeholder
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "secrets_corpus.json").read_text(encoding="utf-8"))
 SAMPLES = CORPUS["samples"]

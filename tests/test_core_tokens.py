@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from hermeslab.core import tokens
+from hermeslab.core.rough import rough_reply_tokens, rough_tool_schema_tokens
 from hermeslab.core.tokens import (
     PROBE_COUNTS,
     PROBE_TEXTS,
@@ -21,9 +22,7 @@ from hermeslab.core.tokens import (
     counter_for,
     default_counter,
     encoding_for_model,
-    rough_reply_tokens,
     rough_tokens,
-    rough_tool_schema_tokens,
 )
 
 

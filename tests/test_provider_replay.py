@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from hermeslab.core.tokens import default_counter, rough_messages_tokens, rough_tool_schema_tokens
+from hermeslab.core.rough import rough_messages_tokens, rough_tool_schema_tokens
+from hermeslab.core.tokens import default_counter
 from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta
 from hermeslab.providers.replay import ReplayExhausted, ReplayProvider, RoughCounter, make_counter
 from hermeslab.recovery import SessionSize, classify

@@ -23,7 +23,8 @@ from hermeslab.eval.replay_compression import FixedSummariser
 
 NEW_SWITCHES = ("system_in_pipeline", "reinsert_latest_user", "refuse_no_gain", "defer_to_real_usage",
                 "pressure_every_call", "pressure_counts_against_overflow", "preflight_gate",
-                "preflight_system_as_text")
+                "preflight_system_as_text", "overflow_obeys_breaker", "breaker_rearms", "long_summary_frame",
+                "ground_task_snapshot")
 
 
 def test_each_new_switch_keeps_seed_and_takes_hermes_value_in_hermes_preset():
@@ -131,6 +132,66 @@ def test_preflight_gate_skips_short_histories_and_system_as_text_counts_chars():
     assert ungated.preflight(short, None) is not None  # over the threshold, nothing gates it
 
 
+def test_long_summary_frame_has_hermes_sizes_and_reads_back():
+    from hermeslab.context.assemble import assemble, split_summary
+    from hermeslab.context.types import (LONG_SUMMARY_END_MARKER, LONG_SUMMARY_PREFIX, SUMMARY_END_MARKER,
+                                         SUMMARY_PREFIX, is_summary_message)
+    from hermeslab.core.tokens import text_counter
+
+    # Hermes 0.19.0's prefix and marker are 1,632 and 84 characters (what its chars/4 decisions see); in
+    # tokens 344 and 17 (cl100k_base), 345 and 18 (o200k_base). Ours, in our own words, match the
+    # characters exactly and the tokens within a few (the billed totals differ by that much per call).
+    assert (len(LONG_SUMMARY_PREFIX), len(LONG_SUMMARY_END_MARKER)) == (1_632, 84)
+    for encoding, (prefix, marker) in (("cl100k_base", (344, 17)), ("o200k_base", (345, 18))):
+        count = text_counter(encoding)[0]
+        assert abs(count(LONG_SUMMARY_PREFIX) - prefix) <= 5 and abs(count(LONG_SUMMARY_END_MARKER) - marker) <= 1
+    head = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "on it"}]
+    tail = [{"role": "assistant", "content": "next"}]
+    for spec, prefix, marker in (("hermes-0.19", LONG_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER),
+                                 ("seed", SUMMARY_PREFIX, SUMMARY_END_MARKER)):
+        out, _ = assemble(head, "## Goal\nbody", tail, cfg=load_config(spec).compression)
+        summary = next(m for m in out if m.get("_compressed_summary"))
+        assert summary["content"] == f"{prefix}\n## Goal\nbody\n\n{marker}", spec
+        assert is_summary_message({"role": "user", "content": summary["content"]})
+        assert split_summary(summary) == ("## Goal\nbody", None)
+
+
+def test_ground_task_snapshot_quotes_the_newest_real_request():
+    from hermeslab.context.summary import SNAPSHOT_CUT_MARK, SNAPSHOT_MAX_CHARS, ground_task_snapshot
+
+    body = "## Historical Task Snapshot\nwhatever the model wrote\n\n## Goal\ng"
+    span = [{"role": "user", "content": "old ask"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "new   ask\nplease"}, {"role": "assistant", "content": "done"}]
+    grounded = ground_task_snapshot(body, span)
+    assert "whatever the model wrote" not in grounded and "'new ask please'" in grounded
+    assert grounded.endswith("\n\n## Goal\ng") and grounded.startswith("## Historical Task Snapshot\n")
+    assert ground_task_snapshot("## Goal\ng", span).startswith("## Historical Task Snapshot\n")
+    assert ground_task_snapshot(body, [{"role": "assistant", "content": "x"}]) == body
+    long = ground_task_snapshot(body, [{"role": "user", "content": "y" * 5_000}])
+    assert repr("y" * (SNAPSHOT_MAX_CHARS - len(SNAPSHOT_CUT_MARK)) + SNAPSHOT_CUT_MARK) in long
+    # Through the pipeline: only hermes-0.19 grounds the summary.
+    messages = _conversation(30, size=2000)
+    messages.insert(6, {"role": "user", "content": "second ask"})  # after a tool result, inside the span
+    messages.insert(51, {"role": "user", "content": "third ask"})  # the latest request anchors the tail
+    for spec, grounded in (("hermes-0.19", True), ("seed", False)):
+        out = _compactor(f"{spec},model.context_length=16000").run(messages, trigger="pressure").messages
+        summary = next(m for m in out if m.get("_compressed_summary"))
+        assert ("'second ask'" in summary["content"]) is grounded, spec
+
+
+def test_overflow_obeys_breaker_and_breaker_rearms():
+    for spec, hermes in (("hermes-0.19", True), ("seed", False)):
+        policy = _compactor(f"{spec},model.context_length=16000").policy
+        threshold = policy.budgets.threshold_tokens
+        for _ in range(policy.cfg.ineffective_limit):
+            policy.state.awaiting_usage = True
+            policy.observe_prompt_tokens(threshold + 1)  # a compression that did not clear the threshold
+        assert not policy.allows("pressure")
+        assert policy.allows("overflow") is (not hermes), spec
+        policy.observe_prompt_tokens(threshold - 1)  # a reading that fits
+        assert policy.allows("pressure") is hermes, spec
+
+
 # ---------------------------------------------------------------- against the real Hermes
 
 
@@ -153,9 +214,9 @@ def test_sessions_match_hermes_on_a_sample():
                                               encoding=session_encoding(recordings[0]))
             verdicts = [compare(hermeslab_session(r, config), h) for r, h in zip(recordings, theirs)]
             same = sum(v["identical"] for v in verdicts)
-            # Measured floor (issue #13 item 1 is open: the summary frame and grounding still differ);
-            # raise it as the remaining causes are fixed.
-            assert same >= 0.85 * len(verdicts), (name, same, [v["first_difference"] for v in verdicts
+            # Measured floor (40 of 40 in both files since the summary frame, grounding and breaker
+            # switches); raise it as the remaining causes are fixed.
+            assert same >= 0.95 * len(verdicts), (name, same, [v["first_difference"] for v in verdicts
                                                                if not v["identical"]][:3])
             # Sessions that never compress are billed identically on both sides.
             for verdict, run in zip(verdicts, theirs):

@@ -25,7 +25,8 @@ from hermeslab.core.messages import text_of, tool_calls_of
 from hermeslab.core.tokens import count_text
 
 from .entities import extract_entities
-from .redact import PLACEHOLDER_OPEN, redact
+from .redact import redact
+from .secret_patterns import PLACEHOLDER_OPEN
 from .turns import is_synthetic
 from .types import is_summary_message
 

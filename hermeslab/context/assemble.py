@@ -20,10 +20,10 @@ from typing import Any, Sequence
 
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import text_of
-from hermeslab.core.tokens import is_image_part
+from hermeslab.core.rough import is_image_part
 
 from .turns import has_tool_calls
-from .types import LEGACY_SUMMARY_PREFIX, SUMMARY_END_MARKER, SUMMARY_PREFIX
+from .types import LEGACY_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER, LONG_SUMMARY_PREFIX, SUMMARY_END_MARKER, SUMMARY_PREFIX
 
 MISSING_RESULT_STUB = "[result not kept: this call and its outcome are covered by the handoff summary]"
 REMOVED_CALL_TEXT = "[tool call removed: it is covered by the handoff summary]"
@@ -35,8 +35,10 @@ IMAGE_STUB = "[image omitted: an earlier image, superseded by a newer one]"
 _SYSTEM_ROLES = ("system", "developer")
 
 
-def summary_text(body: str) -> str:
-    """The full text of a handoff summary around ``body``."""
+def summary_text(body: str, *, long_frame: bool = False) -> str:
+    """The full text of a handoff summary around ``body`` (``long_frame``: the hermes-0.19 opening and close)."""
+    if long_frame:
+        return f"{LONG_SUMMARY_PREFIX}\n{body}\n\n{LONG_SUMMARY_END_MARKER}"
     return f"{SUMMARY_PREFIX}\n{body}\n\n{SUMMARY_END_MARKER}"
 
 
@@ -49,14 +51,16 @@ def split_summary(message: dict[str, Any]) -> tuple[str, Any]:
         return text[len(LEGACY_SUMMARY_PREFIX):].strip(), None
     if not text.startswith(SUMMARY_PREFIX):
         return text.strip(), None
-    inner = text[len(SUMMARY_PREFIX):]
-    marker = inner.find(SUMMARY_END_MARKER)
+    long_frame = text.startswith(LONG_SUMMARY_PREFIX)
+    end_marker = LONG_SUMMARY_END_MARKER if long_frame else SUMMARY_END_MARKER
+    inner = text[len(LONG_SUMMARY_PREFIX if long_frame else SUMMARY_PREFIX):]
+    marker = inner.find(end_marker)
     if marker < 0:
         return inner.strip(), None
     body = inner[:marker].strip()
     if parts is not None:
         return body, (parts[1:] or None)
-    rest = inner[marker + len(SUMMARY_END_MARKER):]
+    rest = inner[marker + len(end_marker):]
     return body, (rest[2:] if rest.startswith("\n\n") else rest) or None
 
 
@@ -170,7 +174,7 @@ def assemble(head: Sequence[dict], body: str, tail: Sequence[dict], *,
     tail = list(tail)
     noted = _with_system_note(head) if cfg.system_note else False
     role, why = choose_summary_role(head, tail)
-    text = summary_text(body)
+    text = summary_text(body, long_frame=cfg.long_summary_frame)
     if role is None:
         tail[0] = merge_summary(tail[0], text)
         out = head + tail

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..core.config import Config
-from ..core.tokens import default_counter, list_estimator, message_estimator, rough_tool_schema_tokens
+from ..core.rough import rough_tool_schema_tokens
+from ..core.tokens import default_counter, list_estimator, message_estimator
 from .baselines import observation_masking, sliding_window
 from .budget import Budgets, derive_budgets
 from .fit import fit_to_budget

@@ -31,15 +31,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..core.tokens import (
-    REPLY_PRIMING,
-    RunningCount,
-    TokenCounter,
-    UsageCalibration,
-    default_counter,
-    rough_messages_tokens,
-    rough_tool_schema_tokens,
-)
+from ..core.rough import rough_messages_tokens, rough_tool_schema_tokens
+from ..core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, default_counter
 from .compactor import Compaction, Compactor
 from .policy import PREFLIGHT_PASSES, made_progress
 

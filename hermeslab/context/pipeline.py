@@ -47,6 +47,7 @@ from .assemble import assemble, merge_summary, split_summary
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import Budgets, summary_budget
 from .prune import PruneDecision, compute_prune_boundary, prune_messages
+from .summary import ground_task_snapshot
 from .turns import first_real_user_index, is_real_user_message
 from .types import SummaryOutcome, SummaryRequest, Summariser, is_summary_message
 
@@ -397,6 +398,8 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
         return _result(kept, plan, cfg=cfg, outcome="aborted", before=before, after=estimate_tokens(kept),
                        record=record, summary=outcome)
 
+    if cfg.ground_task_snapshot and not outcome.fallback_used:
+        body = ground_task_snapshot(body, plan.span)
     if cfg.keep_original_task and task and not task_record["kept_verbatim"]:
         task_record["quoted_by_summariser"] = task[:ORIGINAL_TASK_MAX_CHARS] in body
         if not task_record["quoted_by_summariser"]:

@@ -11,7 +11,8 @@ Triggers: ``preflight`` (start of a turn), ``pressure`` (before a model call),
 provider rejected the prompt as too long). The automatic ones are gated;
 ``manual`` and ``overflow`` are never blocked by the breaker or a cooldown —
 a hard overflow that is not compressed ends the turn, which is worse than a
-compression judged ineffective.
+compression judged ineffective (``overflow_obeys_breaker`` gates ``overflow``
+as Hermes does; ``breaker_rearms`` lets a fitting reading re-arm the breaker).
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ class CompressionPolicy:
         if trigger == "overflow":
             if self.overflow_attempts >= self.cfg.max_overflow_attempts:
                 return f"{self.overflow_attempts} overflow compressions already this turn"
-            return None
+            if not self.cfg.overflow_obeys_breaker:
+                return None
         if self.state.auto_disabled:
             return "automatic compression switched off after repeated ineffective compressions"
         if self.state.cooldown_until is not None and self.clock() < self.state.cooldown_until:
@@ -210,6 +212,8 @@ class CompressionPolicy:
                 self._strike()
         else:
             self.state.ineffective_streak = 0
+            if self.cfg.breaker_rearms:
+                self.state.auto_disabled = False
 
     def record(self, result: CompactionOutcome, trigger: str) -> dict:
         """Judge one finished compression; returns the verdict for the log.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
-from hermeslab.core.tokens import is_image_part
+from hermeslab.core.rough import is_image_part
 
 DUPLICATE_MARKER = "[duplicate tool output]"
 IMAGE_PLACEHOLDER = "[image removed from an old tool result to save context]"

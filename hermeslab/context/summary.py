@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -22,6 +23,7 @@ from hermeslab.core.provider import ChatRequest, Provider, ProviderError
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
 from .redact import redact
 from .template import render_empty_template, replace_section
+from .turns import is_real_user_message
 from .types import Summariser, SummaryOutcome, SummaryRequest
 
 #: Message bodies (and memory context) longer than this are shortened to head + marker + tail.
@@ -210,6 +212,48 @@ def ground_active_task(body: str, span: list[dict[str, Any]]) -> str:
     if not asks:
         return body
     return replace_section(body, "Active Task", clip(redact(asks[-1][1].strip()), ACTIVE_TASK_MAX_CHARS))
+
+
+#: ``ground_task_snapshot``: the section it rewrites, the longest request it quotes, and
+#: what replaces the end of a longer one (together as long as Hermes's cut).
+SNAPSHOT_HEADING = "## Historical Task Snapshot"
+SNAPSHOT_MAX_CHARS = 1_400
+SNAPSHOT_CUT_MARK = " [text cut off]"
+_SNAPSHOT_LEAD = "Latest user-ask in the summarised turns (quoted): "
+_SNAPSHOT_NOTE = "Archived context; later kept-tail messages following it take priority."
+_SNAPSHOT_SECTION = re.compile(rf"^{re.escape(SNAPSHOT_HEADING)}[ \t]*\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+_WHITESPACE_RUN = re.compile(r"\s+")
+
+
+def task_snapshot(span: list[dict[str, Any]]) -> str | None:
+    """Two lines naming the newest real user request of ``span``, quoted on one line; None without one."""
+    for message in reversed(span):
+        if not is_real_user_message(message):
+            continue
+        text = redact(text_of(message).strip())
+        if not text:
+            continue
+        text = _WHITESPACE_RUN.sub(" ", text)
+        if len(text) > SNAPSHOT_MAX_CHARS:
+            text = text[:SNAPSHOT_MAX_CHARS - len(SNAPSHOT_CUT_MARK)].rstrip() + SNAPSHOT_CUT_MARK
+        return f"{_SNAPSHOT_LEAD}{text!r}\n{_SNAPSHOT_NOTE}"
+    return None
+
+
+def ground_task_snapshot(body: str, span: list[dict[str, Any]]) -> str:
+    """``body`` with its task snapshot section replaced by ``task_snapshot(span)`` (prepended when missing).
+
+    The hermes-0.19 preset's grounding (``ground_task_snapshot``): whatever the
+    summariser wrote there, the section names the span's newest real request.
+    A span without one leaves ``body`` as it is.
+    """
+    snapshot = task_snapshot(span)
+    if snapshot is None:
+        return body
+    section = f"{SNAPSHOT_HEADING}\n{snapshot}\n\n"
+    if _SNAPSHOT_SECTION.search(body):
+        return _SNAPSHOT_SECTION.sub(lambda _match: section, body, count=1).strip()
+    return f"{section}{body}".strip()
 
 
 # ---------------------------------------------------------------- failures and cooldowns

@@ -29,6 +29,28 @@ SUMMARY_PREFIX = (
 #: One line that closes a summary and points the model at the message below it.
 SUMMARY_END_MARKER = "[END OF HANDOFF SUMMARY - respond to the latest user message below]"
 
+#: The longer opening the ``hermes-0.19`` preset uses (``long_summary_frame``): hermeslab's
+#: own wording, as long as Hermes 0.19.0's prefix (1,632 characters; 344 cl100k_base tokens,
+#: Hermes's own being 344, and 340 o200k_base, Hermes's 345), so every size decision sees the
+#: same cost and the billed prompts nearly so.
+#: It starts with ``SUMMARY_PREFIX``, so anything that recognises one recognises both.
+LONG_SUMMARY_PREFIX = SUMMARY_PREFIX + (
+    " How to use it: the record below comes from the agent that worked here before; it asks nothing"
+    " of you. Read the user message placed after it first and let that message alone decide what"
+    " happens now. The sections 'Historical Task Snapshot', 'Historical In-Progress State',"
+    " 'Historical Pending User Asks' and 'Historical Remaining Work' show how things stood back"
+    " then, not a plan for today: leave their open items alone unless the current message names"
+    " them again. If that message turns away (say 'stop', 'undo', 'revert', 'no, wait', 'just"
+    " check', or a new topic), the earlier course is closed for good. Words such as 'never mind',"
+    " 'forget it' or 'drop it' count as well. The system prompt (and the memory it holds) still"
+    " applies in full. Keep using the tools to really read, write, run and search for the request"
+    " at hand instead of describing what you might do. Files and settings may already reflect steps"
+    " listed as done: check when unsure, never redo them:"
+)
+
+#: The closing line that goes with ``LONG_SUMMARY_PREFIX`` (Hermes's marker's length; one token more).
+LONG_SUMMARY_END_MARKER = "=== END OF THE RECORD -- answer the message right after this line, not the notes ==="
+
 #: Prefix Hermes used for summaries in older sessions; still recognised on import.
 LEGACY_SUMMARY_PREFIX = "[CONTEXT SUMMARY]:"
 

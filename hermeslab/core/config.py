@@ -167,6 +167,21 @@ class CompressionConfig:
     #: A compression whose estimate is not below its input's is refused (the input, or its
     #: pruned copy, comes back); off, it is applied as Hermes applies any compress() output.
     refuse_no_gain: bool = True
+    #: The anti-thrash breaker and the no-summary cooldown also refuse overflow compressions,
+    #: so a refused prompt then ends the turn (Hermes's wrapper gates every automatic entry);
+    #: off, an overflow is always compressed, since ending the turn is worse than a strike.
+    overflow_obeys_breaker: bool = False
+    #: A provider reading under the threshold re-arms automatic compression after the breaker
+    #: tripped (Hermes: its ineffective count resets); off, it stays off until /compress or /new.
+    breaker_rearms: bool = False
+    #: Frame summaries with hermeslab's short opening and closing line; on, with the longer
+    #: ones sized like Hermes's (1,632 + 84 characters against 673 + 67), so a summary costs
+    #: what Hermes's costs in every later budget decision (the wording stays hermeslab's).
+    long_summary_frame: bool = False
+    #: Replace the summary's "Historical Task Snapshot" section with the newest real user
+    #: request of the summarised span, quoted, up to 1,400 characters (Hermes grounds every
+    #: model summary this way; seed leaves the section as the summariser wrote it).
+    ground_task_snapshot: bool = False
     # ---- trigger switches (seed value first; hermes-0.19 sets Hermes's agent behaviour)
     #: After a compression the pressure check waits for the provider's reading of the compressed
     #: prompt; on, the preflight and pressure checks defer as Hermes does instead: while that

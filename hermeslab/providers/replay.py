@@ -19,17 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from ..core.messages import tool_calls_of
-from ..core.tokens import (
-    REPLY_PRIMING,
-    TokenCounter,
-    count_text,
-    counter_for,
-    default_counter,
+from ..core.rough import (
     rough_list_share_tokens,
     rough_messages_tokens,
     rough_reply_tokens,
     rough_tool_schema_tokens,
 )
+from ..core.tokens import REPLY_PRIMING, TokenCounter, count_text, counter_for, default_counter
 from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage, context_overflow
 
 #: Names a counter can be chosen by.

@@ -1,0 +1,20 @@
+"""The size bound of hermeslab's per-object caches, shared by the exact token counter and the rough estimate.
+
+Both remember sizes per message for the life of the process, so each cache
+has a limit; when it is reached the oldest tenth goes at once (dicts keep
+insertion order), which keeps an insert cheap on average and keeps the
+messages still being measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+
+def bounded_put(cache: dict, key: Any, value: Any, limit: int) -> None:
+    """Insert, dropping the oldest tenth first when the cache is full (the caller holds the lock)."""
+    if key not in cache and len(cache) >= limit:
+        for old in list(itertools.islice(cache, max(1, limit // 10))):
+            del cache[old]
+    cache[key] = value

@@ -1,0 +1,212 @@
+"""Hermes's rough token estimate (characters / 4), reproduced exactly, and the caches that keep it cheap.
+
+Hermes compares this estimate, not a tokenizer's count, against its
+thresholds, so a hermeslab run that makes Hermes's decisions (the
+``hermes-0.19`` preset, ``compression.estimator: rough``, the replay provider's
+usage) must do the same arithmetic to the character: per message
+``content_chars // 4 + 10`` plus ``len(str(call)) // 4`` per tool call (the repr
+of the whole call dict) plus the replayed reasoning fields, with an image part
+counted as 6,400 characters; per list, ``(sum of len(str(message)) + 3) // 4``
+plus 1,500 tokens per image; per tool list, the characters of names,
+descriptions and compact parameter JSON / 4. The whole-list estimate runs
+before every model call on a growing history, so the repr lengths it sums
+are remembered per message object, and a list that only grew costs only its
+new messages. Exact counting is in `hermeslab.core.tokens`, which also picks
+between the two.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Sequence
+
+from .cache import bounded_put
+from .messages import Message
+
+#: Characters per token.
+CHARS_PER_TOKEN = 4
+#: Characters one image part is worth in the rough per-message walk (1,600 tokens).
+ROUGH_IMAGE_CHARS = 6_400
+#: Tokens one image part is worth in the rough whole-list estimate.
+ROUGH_LIST_IMAGE_TOKENS = 1_500
+#: Per-message framing the rough walk adds.
+ROUGH_MESSAGE_OVERHEAD = 10
+#: Fields some providers need replayed verbatim; they occupy the window like content.
+REPLAY_FIELDS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items",
+                 "codex_message_items")
+_IMAGE_PART_TYPES = frozenset({"image_url", "image", "input_image"})
+
+
+def is_image_part(part: Any) -> bool:
+    """A content part Hermes takes for an image: ``image_url``, ``image`` or ``input_image``."""
+    return isinstance(part, dict) and part.get("type") in _IMAGE_PART_TYPES
+
+
+def rough_reply_tokens(message: Message) -> int:
+    """chars/4 over what a reply produced: its text parts and each call's name and arguments."""
+    chars = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        chars += len(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                chars += len(part.get("text", ""))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        chars += len(function.get("name", "")) + len(function.get("arguments", "") or "")
+    return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def _rough_content_chars(content: Any) -> int:
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        chars = 0
+        for part in content:
+            if is_image_part(part):
+                chars += ROUGH_IMAGE_CHARS
+            elif isinstance(part, dict):
+                chars += len(str(part.get("text", "") or ""))
+            else:
+                chars += len(str(part))
+        return chars
+    return len(str(content))
+
+
+def _serialised_length(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def rough_message_tokens(message: Message) -> int:
+    """Hermes's budget-walk estimate of one message."""
+    tokens = _rough_content_chars(message.get("content")) // 4 + ROUGH_MESSAGE_OVERHEAD
+    for call in message.get("tool_calls") or ():
+        tokens += len(str(call)) // 4
+    for key in REPLAY_FIELDS:
+        value = message.get(key)
+        if value:
+            tokens += _serialised_length(value) // 4
+    return tokens
+
+
+def _without_images(message: Message) -> tuple[Message, int]:
+    content = message.get("content")
+    if not isinstance(content, list) or not any(is_image_part(p) for p in content):
+        return message, 0
+    images = sum(1 for p in content if is_image_part(p))
+    shadow = dict(message)
+    shadow["content"] = [p if not is_image_part(p) else {"type": p.get("type")} for p in content]
+    return shadow, images
+
+
+class _ReprSizes:
+    """``(len(str(message)), images)`` per message object, remembered by identity.
+
+    The whole-list estimate runs before every model call on a growing history,
+    and the repr of a long tool result costs far more than a lookup. A message
+    seen again is the same dict (hermeslab never edits inside one); the entry is
+    still checked against the message's content, calls and key count, and keeps
+    the message alive so its id cannot be reused. The repr length of a long
+    content string is remembered too, since a replay puts the same recorded
+    texts into new message dicts every time: such a message is measured as
+    its other items plus that length. Full: the oldest tenth goes.
+    """
+
+    #: Content shorter than this is measured with its message (cheaper than remembering it).
+    LONG_STRING = 256
+
+    def __init__(self, max_entries: int = 20_000, max_strings: int = 100_000):
+        self._seen: dict[int, tuple[Message, Any, Any, int, int, int]] = {}
+        self._strings: dict[int, tuple[str, int]] = {}
+        self._max_entries = max_entries
+        self._max_strings = max_strings
+        self._lock = threading.Lock()
+
+    def __call__(self, message: Message) -> tuple[int, int]:
+        entry = self._seen.get(id(message))
+        if (entry is not None and entry[0] is message and entry[1] is message.get("content")
+                and entry[2] is message.get("tool_calls") and entry[3] == len(message)):
+            return entry[4], entry[5]
+        shadow, images = _without_images(message)
+        chars = self._dict_length(shadow)
+        with self._lock:
+            bounded_put(self._seen, id(message),
+                        (message, message.get("content"), message.get("tool_calls"), len(message), chars, images),
+                        self._max_entries)
+        return chars, images
+
+    def _dict_length(self, message: Message) -> int:
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not str or len(content) < self.LONG_STRING:
+            return len(str(message))
+        rest = dict(message)
+        rest["content"] = ""  # repr "''": two characters in place of the content's repr
+        return len(str(rest)) - 2 + self._repr_length(content)
+
+    def _repr_length(self, text: str) -> int:
+        entry = self._strings.get(id(text))
+        if entry is not None and entry[0] is text:
+            return entry[1]
+        size = len(repr(text))
+        with self._lock:
+            bounded_put(self._strings, id(text), (text, size), self._max_strings)
+        return size
+
+
+_repr_sizes = _ReprSizes()
+
+
+def rough_list_share_tokens(message: Message) -> int:
+    """One message measured as the whole-list estimate measures it: its repr / 4, images at the flat rate."""
+    chars, images = _repr_sizes(message)
+    return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + images * ROUGH_LIST_IMAGE_TOKENS
+
+
+#: The last list measured (a copy) with its summed sizes. A history that only grew since (the list
+#: compares equal up to its old length, a C-speed check) costs only its new messages.
+_last_list: tuple[list[Message], int, int] = ([], 0, 0)
+
+
+def rough_messages_tokens(messages: Sequence[Message]) -> int:
+    """Hermes's whole-list estimate: the repr length of every message / 4, images at a flat rate."""
+    global _last_list
+    last, chars, images = _last_list
+    start = len(last)
+    if not start or len(messages) < start or messages[start - 1] is not last[-1] or messages[:start] != last:
+        start, chars, images = 0, 0, 0
+    for message in messages[start:]:
+        size, count = _repr_sizes(message)
+        chars += size
+        images += count
+    _last_list = (list(messages), chars, images)
+    return (chars + 3) // 4 + images * ROUGH_LIST_IMAGE_TOKENS
+
+
+#: Tool lists measured, by identity (with their length, and held so the id stays theirs): a loop offers
+#: the same list object on every call, and an A/B run replays each recording's list under every config.
+_tool_schema_tokens: dict[int, tuple[Any, int, int]] = {}
+_TOOL_SCHEMA_LISTS_MAX = 256
+
+
+def rough_tool_schema_tokens(tools: Sequence[dict] | None) -> int:
+    if not tools:
+        return 0
+    entry = _tool_schema_tokens.get(id(tools))
+    if entry is not None and entry[0] is tools and entry[1] == len(tools):
+        return entry[2]
+    chars = 0
+    for tool in tools:
+        function = tool.get("function", tool)
+        chars += len(function.get("name", "")) + len(function.get("description", "") or "")
+        chars += len(json.dumps(function.get("parameters", {}), separators=(",", ":")))
+    tokens = (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    if len(_tool_schema_tokens) >= _TOOL_SCHEMA_LISTS_MAX:
+        _tool_schema_tokens.clear()
+    _tool_schema_tokens[id(tools)] = (tools, len(tools), tokens)
+    return tokens
