@@ -95,7 +95,7 @@ def main() -> None:
     report: dict = {}
     started = time.perf_counter()
     venv_path = ensure_hermes_venv()
-    report["venv"] = {"path": str(venv_path), "ensure_seconds": round(time.perf_counter() - started, 2),
+    report["venv"] = {"path": str(venv_path).replace(str(Path.home()), "~", 1), "ensure_seconds": round(time.perf_counter() - started, 2),
                       "install_seconds_recorded": (read_marker(venv_path) or {}).get("install_seconds")}
 
     mini = load(options.datasets / MINI_SWE)

@@ -136,7 +136,7 @@ def main() -> None:
                 for name, values in seconds.items()}
     report = {
         "benchmark": "startup",
-        "command": " ".join(exe),
+        "command": " ".join(Path(part).name if "/" in part else part for part in exe),  # no machine paths
         "repeat": options.repeat,
         "loadavg_before": [round(v, 2) for v in load_before],
         "loadavg_after": [round(v, 2) for v in os.getloadavg()],
