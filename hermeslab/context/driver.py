@@ -20,6 +20,14 @@ live loop's by construction. The points, in the order a turn meets them:
   window to the stated limit, compress past the automatic gate, make it fit
   as above if compressing could not, and say whether asking again can help.
 
+Under ``hermes-0.19`` some of these rules are Hermes's own, each a named
+switch of ``CompressionConfig``: the pressure check also runs before a turn's
+first call and shares one allowance per turn with overflow
+(``pressure_every_call``, ``pressure_counts_against_overflow``), a reading is
+awaited by Hermes's deferral rule (``defer_to_real_usage``), preflight has
+Hermes's cheap gate (``preflight_gate``), and nothing is fitted
+(``fit_on_overflow`` off).
+
 The driver measures prompts in the unit its thresholds use (tiktoken counts
 corrected by the provider's readings, or Hermes's chars/4) and keeps those
 readings; it never touches a session or emits an event.
