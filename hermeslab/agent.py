@@ -157,13 +157,17 @@ class Agent:
         self._trace_id, self._turn_added, self.calls.count = new_trace_id(), [], 0
         self.recovery.begin_turn()
         self._emit(TurnStarted, user_text=text)
-        recalled = self.memory.recall(text, self.session.id) if self.memory is not None and texts else None
+        too_large = self.context.too_large([strip_surrogates(t) for t in texts], self.messages, self._schemas())
+        recall = self.memory is not None and texts and too_large is None
+        recalled = self.memory.recall(text, self.session.id) if recall else None
         if recalled is not None:
             self._add(recalled, None)
         parent = self.session.message_ids[-1] if not texts and self.session.message_ids else None
-        for part in texts:
+        for part in texts if too_large is None else ():  # a message that cannot fit never enters the history
             parent = self._add({"role": "user", "content": strip_surrogates(part)}, parent)
         try:
+            if too_large is not None:
+                raise RecoveryFailed("input_too_large", too_large, final_text=too_large)
             self.context.begin_turn(texts[0] if texts else None)
             while (preflight := self.context.preflight(self.messages, self._schemas())) is not None:
                 self._apply(preflight)

@@ -192,3 +192,15 @@ def test_a_call_cut_off_by_an_interrupt_gets_a_result_even_when_an_earlier_turn_
     assert agent.chat("now stop").status == "interrupted"
     assert [m["role"] for m in agent.messages[-2:]] == ["assistant", "tool"]
     assert agent.messages[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "interrupted before running"}
+
+
+def test_a_message_too_large_for_the_window_is_refused_before_it_enters_the_history():
+    config = Config().with_overrides({"model.context_length": 2_000})
+    agent = Agent(ScriptedProvider([{"content": "hello back"}]), config=config)
+    before = list(agent.messages)
+    result = agent.chat("word " * 5_000)
+    assert result.status == "failed" and result.text.startswith("Your message alone is ")
+    assert "2,000-token window" in result.text and "not sent" in result.text
+    assert agent.messages == before  # the conversation is unchanged ...
+    following = agent.chat("hello")  # ... and usable
+    assert following.status == "completed" and following.text == "hello back"

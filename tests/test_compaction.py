@@ -105,12 +105,13 @@ def test_overflow_lowers_the_window_compresses_and_retries(tmp_path):
     assert len(provider.requests[-1].messages) < len(provider.requests[-2].messages)
 
 
-def test_overflow_that_cannot_be_compressed_fails_the_turn_clearly(tmp_path):
+def test_a_message_no_compression_could_fit_fails_the_turn_clearly_without_asking_the_provider(tmp_path):
     agent, _, _, provider = chatty_agent(tmp_path, [
         ProviderError("prompt is too long: 5000 tokens > 4096 maximum", status=400)])
+    before = list(agent.messages)
     result = agent.chat("Please read this: " + "widget bin count " * 1200)
-    assert result.status == "failed" and "prompt is too long" in result.error
-    assert "cannot be compressed further" in result.error and len(provider.requests) == 1
+    assert result.status == "failed" and result.error.startswith("Your message alone is")
+    assert "3,000-token window" in result.error and not provider.requests and agent.messages == before
 
 
 def test_manual_compress_new_and_branch(tmp_path):

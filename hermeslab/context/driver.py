@@ -155,6 +155,19 @@ class ContextDriver:
         if self.compactor is not None:
             self.compactor.policy.observe_prompt_tokens(reported)
 
+    def too_large(self, texts: Sequence[str], history: Sequence[Message], tools: Sequence[dict] | None) -> str | None:
+        """Why a user message cannot be sent at all (it alone, with the system prompt and the tool schemas, is over
+        the window), in one sentence for the user; None when every message could fit."""
+        system = list(history[:1]) if history and history[0].get("role") == "system" else []
+        fixed = self.measure(system, tools)
+        for text in texts:
+            tokens = self.calibration.apply(self.counter.count_message({"role": "user", "content": text}))
+            if fixed + tokens > self.window:
+                return (f"Your message alone is {tokens:,} tokens; with the system prompt and tool schemas "
+                        f"({fixed:,} tokens) it cannot fit the {self.window:,}-token window, so it was not sent and "
+                        f"the conversation is unchanged. Shorten it, or save it to a file and ask for it to be read.")
+        return None
+
     # ------------------------------------------------------------ the triggers
 
     def begin_turn(self, task: str | None) -> None:
