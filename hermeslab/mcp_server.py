@@ -147,6 +147,7 @@ def serve(lab_path: str | Path | None = None, *, http_port: int | None = None, h
     if http_port is None:
         server.run("stdio")
     else:
+        print(f"hermeslab lab server at http://{host}:{http_port}/mcp (Ctrl+C to stop)", flush=True)
         server.run("streamable-http", host=host, port=http_port)
 
 

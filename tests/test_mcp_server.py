@@ -204,9 +204,11 @@ def _free_port() -> int:
 
 def test_the_server_speaks_streamable_http(lab):
     port = _free_port()
-    process = subprocess.Popen(_command(lab, "--http", str(port)), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(_command(lab, "--http", str(port)), stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
     try:
+        assert process.stdout.readline().strip() == (f"hermeslab lab server at http://127.0.0.1:{port}/mcp "
+                                                      "(Ctrl+C to stop)")
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -107,7 +107,7 @@ def test_gauge_sends_numbers_colour_and_threshold_to_the_frontend(test_comm):
     gauge = TokenBudget(BudgetMeter(context_length=10_000, threshold=5_000))
     gauge.configure(context_length=10_000, threshold=5_000, estimate=1_000)
     first = sent_values(gauge)[-1]
-    assert "1,000 / 10,000 tokens (10.0%)" in first and "threshold 5,000 (20%)" in first
+    assert "1,000 / 10,000 tokens (10.0%)" in first and "20% of the compression threshold (5,000)" in first
     assert 'data-level="ok"' in first and "#9e9e9e" in first
     assert 'title="compression threshold" style="position:absolute;left:50.00%' in first
 

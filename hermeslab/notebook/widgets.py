@@ -34,7 +34,7 @@ def gauge_html(meter: BudgetMeter) -> str:
         at = min(threshold / window, 1.0) * 100
         marker = (f'<div title="compression threshold" style="position:absolute;left:{at:.2f}%;top:-2px;'
                   f'bottom:-2px;width:2px;background:#333"></div>')
-        numbers += f" · threshold {threshold:,} ({tokens / threshold:.0%})"
+        numbers += f" · {tokens / threshold:.0%} of the compression threshold ({threshold:,})"
     bar = (f'<div style="position:relative;width:{BAR_WIDTH}px;height:10px;background:#eceff1;'
            f'border-radius:3px;flex:none"><div style="width:{filled:.2f}%;height:100%;'
            f'background:{LEVEL_COLOURS[level]};border-radius:3px"></div>{marker}</div>')
