@@ -326,8 +326,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
           f"run {frame.attrs['run_id']}" + (f", results in {args.out}" if args.out else ""))
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         for name, table in tables.items():
-            print(f"\n{name} vs {baseline} (difference B - A per session, 95% bootstrap CI):")
+            units = frame.loc[frame["config"] == name, "token_unit"].dropna().unique() \
+                if "token_unit" in frame.columns else []
+            unit = f"; token figures in {', '.join(units)}" if len(units) else ""
+            print(f"\n{name} vs {baseline} (difference B - A per session, 95% bootstrap CI{unit}):")
             print(table.to_string(float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1_000 else f"{v:.4g}"))
+            for metric, why in table.attrs.get("left_out", {}).items():
+                print(f"not compared: {metric}, {why}")
     return 1 if len(failed) or frame.attrs["problems"] else 0
 
 

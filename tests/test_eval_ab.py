@@ -498,7 +498,7 @@ def test_the_ab_command_prints_the_comparison_and_resumes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "3 sessions x 2 configs, 0 failed cell(s)" in printed
     assert "seed,model.context_length=2000 vs seed" in printed
-    table = printed.split("bootstrap CI):\n", 1)[1].splitlines()
+    table = printed.split("bootstrap CI; token figures in tiktoken cl100k_base):\n", 1)[1].splitlines()
     assert table[0].split()[:4] == ["n_pairs", "n_failed_pairs", "mean_a", "mean_b"]
     assert [line.split()[0] for line in table[2:]] == ["prompt_tokens", "api_calls"]
     assert main(argv) == 0

@@ -63,7 +63,9 @@ def frame(unit_a: str, unit_b: str) -> pd.DataFrame:
 
 def test_paired_compare_refuses_token_figures_counted_in_different_units():
     with pytest.raises(ValueError, match="prompt_tokens is counted in .*rough chars/4.* under 'B'"):
-        paired_compare(frame("tiktoken cl100k_base", "rough chars/4"), "A", "B", n_resamples=99)
+        paired_compare(frame("tiktoken cl100k_base", "rough chars/4"), "A", "B", ["prompt_tokens"], n_resamples=99)
+    left = paired_compare(frame("tiktoken cl100k_base", "rough chars/4"), "A", "B", n_resamples=99)
+    assert "prompt_tokens" not in left.index and "prompt_tokens" in left.attrs["left_out"]
     # figures without a unit still compare
     table = paired_compare(frame("tiktoken cl100k_base", "rough chars/4"), "A", "B", ["api_calls"], n_resamples=99)
     assert table.loc["api_calls", "n_pairs"] == 4
@@ -72,3 +74,14 @@ def test_paired_compare_refuses_token_figures_counted_in_different_units():
 def test_paired_compare_accepts_one_unit():
     table = paired_compare(frame("tiktoken o200k_base", "tiktoken o200k_base"), "A", "B", n_resamples=99)
     assert "prompt_tokens" in table.index and "token_unit" not in table.index
+
+
+def test_among_the_default_metrics_a_mixed_unit_figure_is_left_out_and_named():
+    mixed = frame("tiktoken cl100k_base", "tiktoken cl100k_base")
+    mixed["decision_prompt_tokens"] = mixed["prompt_tokens"]
+    mixed["decision_unit"] = ["tiktoken cl100k_base"] * 4 + ["rough chars/4"] * 4
+    table = paired_compare(mixed, "A", "B", n_resamples=99)
+    assert "decision_prompt_tokens" not in table.index and "prompt_tokens" in table.index
+    assert "rough chars/4" in table.attrs["left_out"]["decision_prompt_tokens"]
+    with pytest.raises(ValueError, match="decision_prompt_tokens is counted in"):
+        paired_compare(mixed, "A", "B", ["decision_prompt_tokens"], n_resamples=99)

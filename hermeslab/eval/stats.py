@@ -41,16 +41,17 @@ def unit_column(metric: str) -> str | None:
     return next((unit for unit, figures in UNIT_COLUMNS.items() if metric in figures), None)
 
 
-def _check_units(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]) -> None:
-    """Refuse to compare a token figure counted in one unit under ``a`` and another under ``b``."""
+def mixed_unit_metrics(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]) -> dict[str, tuple]:
+    """The ``metrics`` counted in one unit under ``a`` and another under ``b``: metric → (units of a, units of b)."""
+    mixed = {}
     for metric in metrics:
         unit = unit_column(metric)
         if unit is None or unit not in results.columns:
             continue
-        units = {name: set(results.loc[results["config"] == name, unit].dropna()) for name in (a, b)}
-        if len(units[a] | units[b]) > 1:
-            raise ValueError(f"{metric} is counted in {sorted(units[a])} under {a!r} and in {sorted(units[b])} "
-                             f"under {b!r}; replay both in one unit (replay(counter=...)) to compare them")
+        units = {name: sorted(set(results.loc[results["config"] == name, unit].dropna())) for name in (a, b)}
+        if len(set(units[a]) | set(units[b])) > 1:
+            mixed[metric] = (units[a], units[b])
+    return mixed
 
 
 def paired_values(results: pd.DataFrame, a: str, b: str, metric: str) -> pd.DataFrame:
@@ -124,6 +125,11 @@ def paired_compare(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]
     ``b_lower_share`` (share of pairs where B < A) and ``ci_method``. Each metric's resampling starts from ``seed``, so the same
     input gives the same intervals whichever metrics are asked for.
 
+    A token figure counted in one unit under A and another under B cannot be
+    compared: asked for by name, it is a ValueError; among the defaults it is
+    left out (``decision_prompt_tokens`` of two presets with different
+    estimators, typically), and ``table.attrs["left_out"]`` says which and why.
+
     ``n_failed_pairs`` counts the metric's pairs in which A or B had a failed
     turn. With ``failed_pairs="keep"`` (the default) they stay in the
     comparison and that count flags them; with ``"exclude"`` they are left out,
@@ -145,7 +151,12 @@ def paired_compare(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]
     unknown = [m for m in chosen if m not in available]
     if unknown:
         raise ValueError(f"not numeric metric columns of the results: {unknown}; available: {available}")
-    _check_units(results, a, b, chosen)
+    mixed = mixed_unit_metrics(results, a, b, chosen)
+    if mixed and metrics is not None:
+        metric, (units_a, units_b) = next(iter(mixed.items()))
+        raise ValueError(f"{metric} is counted in {units_a} under {a!r} and in {units_b} under {b!r}; "
+                         "replay both in one unit (replay(counter=...)) to compare them")
+    chosen = [m for m in chosen if m not in mixed]
     failed = sessions_with_failed_turns(results, (a, b))
     rows = {}
     for metric in chosen:
@@ -158,7 +169,10 @@ def paired_compare(results: pd.DataFrame, a: str, b: str, metrics: Sequence[str]
         rows[metric]["n_failed_pairs"] = int(flagged.sum())
     table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COMPARISON_COLUMNS))
     table.index.name = "metric"
-    return table.astype({"n_pairs": "int64", "n_failed_pairs": "int64"})
+    table = table.astype({"n_pairs": "int64", "n_failed_pairs": "int64"})
+    table.attrs["left_out"] = {metric: f"counted in {units_a} under {a!r} and in {units_b} under {b!r}"
+                               for metric, (units_a, units_b) in mixed.items()}
+    return table
 
 
 def _compare_pairs(a: np.ndarray, b: np.ndarray, *, confidence: float, n_resamples: int, seed: int) -> dict:
