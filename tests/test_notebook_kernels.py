@@ -98,9 +98,8 @@ def test_the_chat_notebook_runs_under_nbval(kernel_env):
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider", "-q",
          "01_chat.ipynb"], cwd=kernel_env, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "failed" not in result.stdout
-    record = json.loads((kernel_env / "chat.jsonl").read_text())
-    assert record["meta"]["compressions"] == 1 and len(record["meta"]["lineage"]) == 2
+    assert " passed" in result.stdout and "failed" not in result.stdout  # its last cell checks the export
+    assert not (kernel_env / "notes.txt").exists() and not (kernel_env / "chat.jsonl").exists()  # left nothing here
 
 
 def test_a_kernel_shut_down_mid_turn_logs_the_turn_as_interrupted(kernel_env):
