@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
 
-from .core.config import Config, ConfigError
+from .core.config import Config, ConfigError, parse_overrides
 
 PROMPT = "you> "
 HELP = """\
@@ -37,20 +36,6 @@ HISTORY_FILE = Path("~/.hermeslab/chat_history")
 
 class CommandError(ValueError):
     """A command the user mistyped: shown as one line, and nothing changed."""
-
-
-def parse_overrides(words: list[str]) -> dict[str, Any]:
-    """``["compression.threshold=0.6", "agent.stream=false"]`` → dotted keys with YAML-parsed values."""
-    overrides: dict[str, Any] = {}
-    for word in words:
-        key, sep, raw = word.partition("=")
-        if not sep or not key.strip():
-            raise CommandError(f"config expects key=value pairs such as compression.threshold=0.6, got {word!r}")
-        try:
-            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as exc:
-            raise CommandError(f"the value of {key} is not valid YAML: {exc}") from None
-    return overrides
 
 
 class TerminalChat:

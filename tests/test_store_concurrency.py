@@ -164,9 +164,9 @@ def test_two_writer_processes_and_a_polling_reader_lose_nothing(tmp_path, mode):
     assert set(sessions.index) == {"alpha", "beta"} and set(sessions["end_reason"]) == {"done"}
 
 
-def test_a_writer_killed_mid_turn_leaves_exactly_its_committed_turns(tmp_path):
-    path, turns = tmp_path / "lab.duckdb", 5
-    process = start_writer(path, "victim", turns, "die")
+def killed_writer(path, turns: int, mode: str) -> Lab:
+    """A writer process that reports READY after ``turns`` committed turns, killed there; the lab it left."""
+    process = start_writer(path, "victim", turns, mode)
     try:
         assert process.stdout.readline().strip() == "READY", process.stderr.read()
     finally:
@@ -175,20 +175,16 @@ def test_a_writer_killed_mid_turn_leaves_exactly_its_committed_turns(tmp_path):
     lab = Lab(path)
     assert counts(lab, "victim") == expected(turns)
     assert lab.sql("SELECT count(*) AS n FROM events WHERE turn > $t", {"t": turns})["n"].tolist() == [0]
-    assert list(lab.turn_usage("victim")["turn"]) == list(range(1, turns + 1))
+    return lab
+
+
+def test_a_writer_killed_mid_turn_leaves_exactly_its_committed_turns(tmp_path):
+    lab = killed_writer(tmp_path / "lab.duckdb", 5, "die")
+    assert list(lab.turn_usage("victim")["turn"]) == [1, 2, 3, 4, 5]
 
 
 def test_a_writer_killed_after_back_to_back_turns_keeps_every_turn_older_than_the_commit_lag(tmp_path):
-    path, turns = tmp_path / "lab.duckdb", 30
-    process = start_writer(path, "victim", turns, "die-back-to-back")
-    try:
-        assert process.stdout.readline().strip() == "READY", process.stderr.read()
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    lab = Lab(path)
-    assert counts(lab, "victim") == expected(turns)
-    assert lab.sql("SELECT count(*) AS n FROM events WHERE turn > $t", {"t": turns})["n"].tolist() == [0]
+    killed_writer(tmp_path / "lab.duckdb", 30, "die-back-to-back")
 
 
 def test_a_script_that_never_closes_its_writer_still_writes_everything(tmp_path):

@@ -446,6 +446,20 @@ def load_config(source: "Config | str | Path | None" = None, overrides: Mapping[
     return config
 
 
+def parse_overrides(words: list[str]) -> dict[str, Any]:
+    """``["compression.threshold=0.6", "agent.stream=false"]`` → dotted keys with YAML-read values (commands)."""
+    overrides: dict[str, Any] = {}
+    for word in words:
+        key, sep, raw = word.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"config expects key=value pairs such as compression.threshold=0.6, got {word!r}")
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"the value of {key} is not valid YAML: {exc}") from None
+    return overrides
+
+
 def _from_spec(spec: str) -> Config:
     from .presets import PRESETS
 

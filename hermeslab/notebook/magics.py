@@ -7,12 +7,10 @@ command become IPython UsageErrors: one clear line, no traceback.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
-import yaml
 from IPython.core.error import UsageError
 
-from ..core.config import ConfigError
+from ..core.config import ConfigError, parse_overrides
 from ..store import StoreError
 from .chat import ChatBusyError, NotebookChat
 from .export import FORMATS, session_record, write_export
@@ -107,20 +105,6 @@ class HermesMagics:
         record = session_record(self.chat.runtime)
         path = write_export(record, words[0], words[1])
         print(f"exported session {record['id']} ({len(record['messages'])} messages) to {path}")
-
-
-def parse_overrides(words: list[str]) -> dict[str, Any]:
-    """``["compression.threshold=0.6", "agent.stream=false"]`` → dotted keys with YAML-parsed values."""
-    overrides: dict[str, Any] = {}
-    for word in words:
-        key, sep, raw = word.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"config expects key=value pairs such as compression.threshold=0.6, got {word!r}")
-        try:
-            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as exc:
-            raise UsageError(f"the value of {key} is not valid YAML: {exc}") from None
-    return overrides
 
 
 def _split(text: str) -> list[str]:
