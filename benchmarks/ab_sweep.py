@@ -3,7 +3,9 @@
 Every session of the shared recording files is replayed at each window
 (16K, 32K and 64K by default) under the ``hermes-0.19`` preset with the
 zero-latency stub summariser: on hermeslab's side through ``run_ab`` (the
-agent loop, the metrics, ``--workers`` local worker processes, default 1); on
+agent loop in its fast replay: recorded tool results appended without the
+tool executor and no events, the same decisions as the full one; the metrics;
+``--workers`` local worker processes, default 1); on
 Hermes's side through its trigger and ``ContextCompressor`` in one worker
 process (``HermesReference.replay_many_timed``). Both sides count prompts in
 chars/4 (Hermes's replay measures nothing else; ours bills in that unit here

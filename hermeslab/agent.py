@@ -73,7 +73,8 @@ class Agent:
         self.sessions = SessionManager(
             session or Session(system_prompt=fresh(config.agent.system_prompt or DEFAULT_SYSTEM_PROMPT), source=source),
             emit=self._emit, wants=self.bus.wants, counter=counter, started_fields=self._started_fields,
-            fresh_prompt=fresh, on_switch=switched)
+            fresh_prompt=fresh, on_switch=switched,
+            prompt_size=lambda messages: self.context.estimate(messages, self._schemas()))
         if memory is not None:
             memory.attach(self.bus)
         self._stop, self._turn_lock = threading.Event(), threading.Lock()
@@ -181,6 +182,8 @@ class Agent:
                        status_code=exc.status, fatal=True)
             final = exc.final_text if isinstance(exc, RecoveryFailed) else None
             result.text = final or f"The model call failed and the turn stopped: {exc}"
+            if all(m.get("role") == "user" for m in self._turn_added):  # nothing answered them
+                self.sessions.withdraw(self._turn_added)
         self.recovery.end_turn(result.status)
         self._close_open_tool_calls()
         result.messages, result.api_calls = list(self._turn_added), self.calls.count

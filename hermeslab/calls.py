@@ -20,7 +20,9 @@ from .context.driver import ContextDriver
 from .core.config import Config
 from .core.events import ApiCallFinished, ApiCallStarted, Notice, TextDelta
 from .core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, receive, usage_or_estimate
-from .recovery import CallState, Classification, SessionSize, classify, complete_truncated, is_truncated
+from .core.tokens import count_text
+from .recovery import (CallState, Classification, NoRoomToContinue, SessionSize, classify, complete_truncated,
+                       is_truncated)
 from .recovery.repair import read_tool_arguments, repair_surrogates, repaired_request
 from .recovery.turn import TurnRecovery
 from .turn import TurnInterrupted, TurnResult
@@ -48,28 +50,38 @@ class ModelCalls:
     def reply(self, messages: list[Message], history: list[Message], result: TurnResult) -> ChatResponse | None:
         """A reply to ``messages`` (cut replies continued, text repaired), or None when the loop must ask again."""
         response = self.call(messages, history, result)
-        if response is not None and is_truncated(response) and not response.message.get("_interrupted"):
+        cap = self.config.model.max_tokens
+        if response is not None and is_truncated(response, cap) and not response.message.get("_interrupted"):
             limit = self.config.recovery.max_continuations
             response, still_cut = complete_truncated(
-                response, lambda extra, cap: self.call(messages + extra, history, result, max_tokens=cap),
-                self.recovery.log, limit=limit, cap=self.config.model.max_tokens)
+                response, lambda extra, cap: self.call(messages + extra, history, result, max_tokens=cap,
+                                                       continuing=bool(extra)),
+                self.recovery.log, limit=limit, cap=cap)
             if still_cut:
-                self._emit(Notice, level="warning", text=f"the answer was still cut off after {limit} continuations")
+                self._emit(Notice, level="warning", text="the answer is cut off at the output limit (model.max_tokens); "
+                                                         "the text written so far is kept")
         if response is None or response.message.get("_interrupted"):
             return response
         return None if self.recovery.retry_malformed(response.message, self.arguments(response.message)) else response
 
     def call(self, messages: list[Message], history: list[Message], result: TurnResult, *,
-             max_tokens: int | None = None) -> ChatResponse | None:
-        """One model call through recovery: a response, or None when the context was compressed to fit."""
+             max_tokens: int | None = None, continuing: bool = False) -> ChatResponse | None:
+        """One model call through recovery: a response, or None when the context was compressed to fit.
+
+        A ``continuing`` call (a cut reply's continuation) that is refused as too
+        large raises ``NoRoomToContinue`` instead: the window is lowered when the
+        refusal states it, and the history is left as it is.
+        """
         call_index, call, attempt = self.count, CallState(), 0
         self.count += 1
         while True:
             attempt += 1
-            slot = self.recovery.active
+            slot, tools = self.recovery.active, self._schemas()
+            choice = self.config.model.tool_choice
             request = ChatRequest(messages=repaired_request(list(messages), slot.repairs), model=slot.model,
-                                  tools=self._schemas(), max_tokens=max_tokens or self.config.model.max_tokens,
-                                  temperature=self.config.model.temperature)
+                                  tools=tools, max_tokens=max_tokens or self.config.model.max_tokens,
+                                  temperature=self.config.model.temperature,
+                                  extra={"tool_choice": choice} if tools and choice not in (None, "omit") else {})
             counted = self.context.count_request(messages, request.tools, history)
             estimate = self.context.calibration.apply(counted)
             fields = {"call_index": call_index, "attempt": attempt, "estimated_prompt_tokens": estimate}
@@ -83,9 +95,16 @@ class ModelCalls:
                                    self.context.window)
                 fault = classify(exc, size)
                 self._emit(ApiCallFinished, **fields, model=request.model, latency_ms=_ms_since(started),
-                           error_class=fault.name, error_message=fault.message, status_code=fault.status)
+                           error_class=fault.name, error_message=fault.message, status_code=fault.status,
+                           **_partial_fields(fault.partial_text))
                 step = self.recovery.after_failure(fault, call, attempt, messages, history)
                 if step.action == "compress":
+                    if continuing:
+                        lowered = self.context.lower_window_from(fault.text)
+                        if lowered is not None:
+                            self._emit(Notice, level="warning",
+                                       text=f"the provider's window is {lowered:,} tokens; budgets lowered")
+                        raise NoRoomToContinue
                     self._overflow(fault)
                     return None
                 if step.action == "give_up":
@@ -129,6 +148,14 @@ class ModelCalls:
             self._emit(TextDelta, text=repair_surrogates(delta.text))
         if delta.reasoning:
             self._emit(TextDelta, text=repair_surrogates(delta.reasoning), reasoning=True)
+
+
+def _partial_fields(text: str) -> dict[str, Any]:
+    """A failed call that streamed text first: the text, its size, and the finish reason ``partial``."""
+    if not text:
+        return {}
+    return {"finish_reason": "partial", "partial_text": repair_surrogates(text), "completion_tokens": count_text(text),
+            "usage_estimated": True}
 
 
 def _ms_since(started: float) -> float:

@@ -20,7 +20,10 @@ DESCRIPTION = ("Run and inspect long-running agent sessions: a scripted demo, an
                "model as an OpenAI-compatible server, the lab's logged sessions, and replays of recorded sessions "
                "under different configs.")
 
-#: What the chat shows when it waits for the user's next message.
+EPILOG = ("Where the lab (the DuckDB log) goes, first match wins: --lab, the config's store.path, the folder "
+          "$HERMESLAB_HOME, the folder .hermeslab in the current directory. Memory files (MEMORY.md, USER.md) go "
+          "beside the lab unless memory.path says otherwise. Run 'hermeslab COMMAND --help' for a command's "
+          "options.")
 
 
 def _changelog(releases: int = 30) -> str:
@@ -69,6 +72,8 @@ DEMO_SCRIPT = [
 ]
 
 
+LAB_HELP = ("lab database file (default: store.path of the config, else lab.duckdb in $HERMESLAB_HOME, "
+            "else .hermeslab/lab.duckdb in the current folder)")
 CONFIG_HELP = ("a YAML config (Hermes key names), a preset name (seed, hermes-0.19) or BASE,key=value,... "
                "(compression.preset applies first)")
 
@@ -84,16 +89,15 @@ def _load_config(source: str | None) -> Config:
 
 
 def _lab_path(args: argparse.Namespace, config: Config | None = None) -> Path:
-    """``--lab``, else the config's ``store.path``, else ``./.hermeslab/lab.duckdb``.
+    """``--lab``, else the config's ``store.path``, else ``lab.duckdb`` in ``$HERMESLAB_HOME``, else in ``.hermeslab``.
 
-    ``runtime.lab_path`` would import the store (DuckDB and pandas) only to name the default, which must stay
-    the same as ``store.default_lab_path()``. The config is read only when there is no ``--lab``.
+    The config is read only when there is no ``--lab``.
     """
+    from .runtime import lab_path
+
     if args.lab:
-        return Path(args.lab)
-    if config is None:
-        config = _load_config(args.config)
-    return Path(config.store.path) if config.store.path else Path.cwd() / ".hermeslab" / "lab.duckdb"
+        return Path(args.lab).expanduser()
+    return lab_path(config if config is not None else _load_config(args.config))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -124,6 +128,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     print(f"hermeslab demo · workspace {workspace}")
     with Runtime(config, source="demo") as runtime:
+        if (notice := runtime.lab_notice()) is not None:
+            print(notice)
         print(f"model: {config.model.name} via {runtime.provider_handle.provider.name}"
               f" ({runtime.provider_handle.server.base_url if runtime.provider_handle.server else config.model.base_url}) · log: {runtime.lab_path}\n")
         runtime.bus.subscribe(ConsoleTranscript(context_length=config.model.context_length))
@@ -155,6 +161,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     if args.workspace:
         config = config.with_overrides({"tools.workspace": args.workspace})
+    if args.lab:
+        config = config.with_overrides({"store.path": args.lab})
     # Starting takes a second or two (imports, the local server): say so before it starts.
     hosted = config.model.base_url or config.model.api_key
     what = f"the agent for {config.model.name}" if hosted else "the offline model"
@@ -163,6 +171,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     try:
         print(f"hermeslab chat · {config.model.name} · session {chat.runtime.agent.session.id} · "
               "/help for commands, /quit to leave", flush=True)
+        if (notice := chat.runtime.lab_notice()) is not None:
+            print(notice, flush=True)
         for text in read_inputs():
             if not chat.handle(text):
                 break
@@ -175,18 +185,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .providers import LocalServer, OfflineModel
     from .providers.faults import FaultSchedule, serve_with_faults
 
+    schedule = None
     if args.faults:
         try:
             schedule = FaultSchedule.from_file(args.faults)
         except ValueError as exc:
             raise SystemExit(f"hermeslab: {exc}") from None
-        server = serve_with_faults(OfflineModel(), schedule, host=args.host, port=args.port,
-                                   chunk_delay=args.chunk_delay)
-    else:
-        server = LocalServer(OfflineModel(), host=args.host, port=args.port, chunk_delay=args.chunk_delay)
+    options = {"host": args.host, "port": args.port, "chunk_delay": args.chunk_delay,
+               "personality": args.personality, "context_window": args.context_window}
+    try:
+        if schedule is not None:
+            server = serve_with_faults(OfflineModel(), schedule, **options)
+        else:
+            server = LocalServer(OfflineModel(), **options)
+    except ValueError as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
     url = server.start()
     faults = f" with the faults of {args.faults}" if args.faults else ""
-    print(f"hermeslab offline model served at {url}{faults} (Ctrl+C to stop)", flush=True)
+    manner = f", answering as {args.personality} would" if args.personality else ""
+    print(f"hermeslab offline model served at {url}{faults}{manner} (Ctrl+C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -207,7 +224,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
     sessions = open_lab(path).sessions()
     columns = ["id", "parent_session_id", "source", "model", "started_at", "end_reason", "api_call_count",
-               "input_tokens", "output_tokens", "message_count"]
+               "input_tokens", "output_tokens", "estimated_calls", "message_count"]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(sessions[[c for c in columns if c in sessions.columns]].to_string(index=False))
     return 0
@@ -294,6 +311,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         FlatSweepWarning,
         ReplayCell,
         config_label,
+        failure_line,
         run_ab,
     )
     from .eval.stats import paired_compare
@@ -309,8 +327,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
             warnings.simplefilter("always", FlatSweepWarning)
+            cell = ReplayCell(exam=exam, allow_summary_fallback=args.allow_summary_fallback)
             frame = run_ab(args.files, configs, out=args.out, executor=args.executor, workers=args.workers,
-                           limit=args.limit, cell=None if exam is None else ReplayCell(exam=exam))
+                           limit=args.limit, cell=cell)
         tables = {name: paired_compare(frame, baseline, name, args.metric or None, n_resamples=args.resamples,
                                        seed=args.seed) for name in list(configs)[1:]}
     except (OSError, ValueError, ImportError) as exc:
@@ -322,6 +341,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(f"skipped {problem}", file=sys.stderr)
     for row in failed.itertuples():
         print(f"failed {row.session_id} under {row.config}: {row.error}", file=sys.stderr)
+    for row in frame[frame["note"].notna()].itertuples():
+        print(f"warning: {row.session_id} under {row.config} kept, flagged: {row.note}", file=sys.stderr)
     print(f"{frame['session_id'].nunique()} sessions x {len(configs)} configs, {len(failed)} failed cell(s), "
           f"run {frame.attrs['run_id']}" + (f", results in {args.out}" if args.out else ""))
     with pd.option_context("display.width", 200, "display.max_columns", 20):
@@ -333,15 +354,17 @@ def cmd_ab(args: argparse.Namespace) -> int:
             print(table.to_string(float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1_000 else f"{v:.4g}"))
             for metric, why in table.attrs.get("left_out", {}).items():
                 print(f"not compared: {metric}, {why}")
-    return 1 if len(failed) or frame.attrs["problems"] else 0
+    why = failure_line(frame)
+    if why is not None:
+        print(f"hermeslab ab: exit 1: {why}", file=sys.stderr)
+    return 1 if why is not None else 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     import json
     import math
 
-    from .eval.exam import exam_at_endpoint
-    from .eval.metrics import measure
+    from .eval.checked import SummaryFallbackError, checked_row
     from .eval.recording import read_recordings
     from .eval.replay import new_run_id, replay
 
@@ -355,9 +378,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise SystemExit(f"hermeslab: {exc}") from None
     wanted = set(args.session or ())
     run_id = new_run_id()
-    done, errors, reported = 0, 0, 0
+    done, reported = 0, 0
+    said: list[str] = []
     for recording in recordings:
-        errors += _report(recordings.problems[reported:])
+        _report(recordings.problems[reported:], said)
         reported = len(recordings.problems)
         if (wanted and recording.id not in wanted) or (args.limit is not None and done >= args.limit):
             continue
@@ -365,15 +389,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         wanted.discard(recording.id)
         try:
             run = replay(recording, config, run_id=run_id, store=args.store)
-            row = measure(run) if exam is None else {**measure(run), **exam_at_endpoint(run, config, exam)}
-        except (ValueError, OSError) as exc:
-            errors += _report([f"session {recording.id!r}: {exc}"])
+            row = checked_row(run, config, exam=exam, allow_summary_fallback=args.allow_summary_fallback)
+        except (ValueError, OSError, SummaryFallbackError) as exc:
+            _report([f"session {recording.id!r}: {exc}"], said)
             continue
         values = {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
-        print(json.dumps({"session": recording.id, "run_id": run_id, **values}), flush=True)
-    errors += _report(recordings.problems[reported:])
-    errors += _report([f"no session {session!r} in {args.file}" for session in sorted(wanted)])
-    return 1 if errors else 0
+        noted = {} if row.note is None else {"note": row.note}
+        if row.note is not None:
+            print(f"hermeslab replay: warning: session {recording.id!r} kept, flagged: {row.note}", file=sys.stderr)
+        print(json.dumps({"session": recording.id, "run_id": run_id, **values, **noted}), flush=True)
+    _report(recordings.problems[reported:], said)
+    _report([f"no session {session!r} in {args.file}" for session in sorted(wanted)], said)
+    if said:
+        print(f"hermeslab replay: exit 1: {len(said)} problem(s); the first: {said[0]}", file=sys.stderr)
+    return 1 if said else 0
 
 
 def _exam_settings(cache: str | None, configs: list[Config]) -> ExamSettings | None:
@@ -390,11 +419,11 @@ def _exam_settings(cache: str | None, configs: list[Config]) -> ExamSettings | N
     return ExamSettings(cache_path=cache or DEFAULT_CACHE_PATH)
 
 
-def _report(problems: list) -> int:
-    """Print each problem on its own line of standard error; returns how many there were."""
+def _report(problems: list, said: list[str]) -> None:
+    """Print each problem on its own line of standard error and add it to ``said``."""
     for problem in problems:
         print(f"hermeslab replay: {problem}", file=sys.stderr)
-    return len(problems)
+        said.append(str(problem))
 
 
 def _add_exam_option(parser: argparse.ArgumentParser) -> None:
@@ -404,14 +433,21 @@ def _add_exam_option(parser: argparse.ArgumentParser) -> None:
                              "~/.cache/hermeslab/recall-exam.sqlite)")
 
 
+def _add_fallback_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-summary-fallback", action="store_true",
+                        help="keep, with a warning, a replay whose LLM summariser failed and whose summaries "
+                             "its fallback (the extractive summariser) wrote; by default such a replay fails, "
+                             "since it would measure another summariser under the config's name")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hermeslab", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="hermeslab", description=DESCRIPTION, epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="a scripted multi-turn session with the offline model, logged and plotted")
     demo.add_argument("--config", help=CONFIG_HELP)
     demo.add_argument("--workspace", help="folder for the demo files (default: a new temporary folder)")
-    demo.add_argument("--lab", help="lab database (default: .hermeslab/lab.duckdb)")
+    demo.add_argument("--lab", help=LAB_HELP)
     demo.add_argument("--plot", help="where to save the PNG plot")
     demo.add_argument("--context-length", type=int, default=DEMO_CONTEXT_LENGTH,
                       help="context window in tokens (small by default so the demo shows a compression)")
@@ -421,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--config", help=CONFIG_HELP)
     chat.add_argument("--workspace", help="folder the file and terminal tools are confined to "
                                           "(default: tools.workspace of the config, else the current folder)")
+    chat.add_argument("--lab", help=LAB_HELP)
     chat.set_defaults(func=cmd_chat)
 
     serve = sub.add_parser("serve", help="serve the offline model as an OpenAI-compatible endpoint")
@@ -430,16 +467,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--faults", metavar="FILE",
                        help="YAML or JSON fault schedule: fail chosen calls the way real providers fail "
                             "(kinds: see hermeslab.providers.faults.FAULT_KINDS)")
+    serve.add_argument("--personality", metavar="NAME",
+                       help="answer as this kind of server does: its errors, streams, usage and tool_choice "
+                            "(names: see hermeslab.providers.personalities.PERSONALITIES)")
+    serve.add_argument("--context-window", type=int, metavar="TOKENS",
+                       help="window the personality enforces in its own way (default: none)")
     serve.set_defaults(func=cmd_serve)
 
     sessions = sub.add_parser("sessions", help="list logged sessions")
     sessions.add_argument("--config", help="YAML config whose store.path is the lab database")
-    sessions.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
+    sessions.add_argument("--lab", help=LAB_HELP)
     sessions.set_defaults(func=cmd_sessions)
 
     mcp_server = sub.add_parser("mcp-server", help="serve the lab's log read-only as MCP tools (stdio by default)")
     mcp_server.add_argument("--config", help="YAML config whose store.path is the lab database")
-    mcp_server.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
+    mcp_server.add_argument("--lab", help=LAB_HELP)
     mcp_server.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP at http://HOST:PORT/mcp")
     mcp_server.add_argument("--host", default="127.0.0.1", help="address for --http (default 127.0.0.1)")
     mcp_server.set_defaults(func=cmd_mcp_server)
@@ -459,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="a logged session (its whole compression lineage) as JSONL or Markdown")
     export.add_argument("session_id", help="any session of the conversation (its compression lineage is followed)")
-    export.add_argument("--lab", help="lab database (default: store.path of the config, or .hermeslab/lab.duckdb)")
+    export.add_argument("--lab", help=LAB_HELP)
     export.add_argument("--config", help="YAML config: where the lab is, and which built-in tool schemas to attach")
     export.add_argument("--format", choices=("jsonl", "md"), default="jsonl",
                         help="jsonl: one recorded-session line (default); md: a Markdown transcript")
@@ -485,18 +527,21 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--resamples", type=int, default=9_999, help="bootstrap resamples (default 9999)")
     ab.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     _add_exam_option(ab)
+    _add_fallback_option(ab)
     ab.set_defaults(func=cmd_ab)
 
     replayer = sub.add_parser("replay", help="replay recorded sessions through the agent loop; one metrics line each",
                               description="Replay each recorded session of FILE through the agent loop under the "
-                                          "config and print its metrics as one JSON line. Bad lines are reported "
-                                          "on standard error and skipped; the exit status is 1 if there were any.")
+                                          "config and print its metrics as one JSON line. Bad lines, and sessions "
+                                          "that could not be replayed as configured, are reported on standard "
+                                          "error and skipped; the exit status is 1 if there were any.")
     replayer.add_argument("file", metavar="FILE", help="recorded sessions (JSONL)")
     replayer.add_argument("--config", help=CONFIG_HELP)
     replayer.add_argument("--session", action="extend", nargs="+", metavar="ID", help="only these sessions")
     replayer.add_argument("--limit", type=int, metavar="N", help="only the first N sessions")
     replayer.add_argument("--store", metavar="PATH", help="also log the replays to this lab file, tagged with the run id")
     _add_exam_option(replayer)
+    _add_fallback_option(replayer)
     replayer.set_defaults(func=cmd_replay)
     return parser
 

@@ -17,6 +17,7 @@ from .core.events import (
     ToolCallStarted,
     TurnFinished,
 )
+from .core.figures import compression_sizes, estimate_note, tokens
 
 
 def _one_line(text: str, limit: int = 100) -> str:
@@ -25,13 +26,20 @@ def _one_line(text: str, limit: int = 100) -> str:
 
 
 class ConsoleTranscript:
-    """Streams assistant text and prints tool calls, compressions and a token line per turn."""
+    """Streams assistant text and prints tool calls, compressions and a token line per turn.
+
+    The turn line's ``prompt`` is the last call's prompt (what it sent, tool
+    schemas included), as the usage plot draws it; ``in``/``out`` are the
+    turn's totals over all its calls. Estimated figures carry a ``~`` and a note.
+    """
 
     def __init__(self, out: TextIO | None = None, *, context_length: int = 0):
         self.out = out or sys.stdout
         self.context_length = context_length
         self._mid_line = False
         self._last_prompt = 0
+        self._last_estimated = False
+        self._estimated_calls = 0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TextDelta):
@@ -40,7 +48,11 @@ class ConsoleTranscript:
                 self._mid_line = not event.text.endswith("\n")
             return
         if isinstance(event, ApiCallFinished):
-            self._last_prompt = event.prompt_tokens or self._last_prompt
+            if event.purpose != "turn":
+                return
+            self._estimated_calls += int(event.usage_estimated)
+            if event.error_class is None and event.prompt_tokens:
+                self._last_prompt, self._last_estimated = event.prompt_tokens, event.usage_estimated
             return
         self._end_line()
         if isinstance(event, ToolCallStarted):
@@ -49,7 +61,8 @@ class ConsoleTranscript:
             mark = "✗" if event.is_error else "←"
             self._write(f"  {mark} {_one_line(event.result)}\n")
         elif isinstance(event, CompressionEvent):
-            self._write(f"  ⇢ compressed ({event.trigger}): {event.tokens_before:,} → {event.tokens_after:,} tokens\n")
+            done = "changed nothing" if event.mode == "none" else "compressed"
+            self._write(f"  ⇢ {done} ({event.trigger}): {compression_sizes(event)}\n")
         elif isinstance(event, RecoveryEvent):
             self._write(f"  ↻ {event.fault_class}: {event.action} ({event.outcome})\n")
         elif isinstance(event, ErrorEvent):
@@ -57,13 +70,20 @@ class ConsoleTranscript:
         elif isinstance(event, Notice):
             self._write(f"  · {event.text}\n")
         elif isinstance(event, TurnFinished):
-            share = ""
-            if self.context_length:
-                share = f" · context {self._last_prompt:,}/{self.context_length:,} ({self._last_prompt / self.context_length:.1%})"
-            self._write(
-                f"[turn {event.turn} · {event.status} · {event.api_calls} calls · prompt {event.prompt_tokens:,}"
-                f" · completion {event.completion_tokens:,}{share}]\n\n"
-            )
+            self._write(f"[{self._turn_line(event)}]\n\n")
+            self._estimated_calls = 0
+
+    def _turn_line(self, event: TurnFinished) -> str:
+        estimated = self._estimated_calls > 0
+        parts = [f"turn {event.turn}", event.status, f"{event.api_calls} call{'s' if event.api_calls != 1 else ''}"]
+        if self._last_prompt:
+            share = (f" ({self._last_prompt / self.context_length:.1%} of the {self.context_length:,} window)"
+                     if self.context_length else "")
+            parts.append(f"prompt {tokens(self._last_prompt, self._last_estimated)} tokens{share}")
+        parts.append(f"turn total in {tokens(event.prompt_tokens, estimated)}"
+                     f" / out {tokens(event.completion_tokens, estimated)}")
+        note = estimate_note(self._estimated_calls, event.api_calls)
+        return " · ".join(parts + ([note] if note else []))
 
     def _end_line(self) -> None:
         if self._mid_line:

@@ -30,11 +30,12 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_wor
 
 _SESSION_COLUMNS = ["id", "parent_session_id", "reason", "title", "source", "model", "started_at", "ended_at",
                     "end_reason", "message_count", "api_call_count", "tool_call_count", "input_tokens",
-                    "output_tokens", "cache_read_tokens", "estimated_cost_usd"]
+                    "output_tokens", "cache_read_tokens", "estimated_calls", "estimated_cost_usd"]
 _MESSAGE_COLUMNS = ["seq", "turn", "role", "content", "tool_calls", "tool_call_id", "tool_name", "tokens", "active",
                     "created_at"]
 _COMPRESSION_COLUMNS = ["session_id", "turn", "trigger", "strategy", "mode", "tokens_before", "tokens_after",
-                        "messages_before", "messages_after", "compress_start", "compress_end", "summary_tokens",
+                        "prompt_tokens_before", "prompt_tokens_after", "messages_before", "messages_after",
+                        "compress_start", "compress_end", "summary_tokens",
                         "duration_ms", "effective", "fallback_used", "new_session_id", "archived_before_seq",
                         "details", "created_at"]
 _RECOVERY_COLUMNS = ["session_id", "turn", "fault_class", "action", "attempt", "delay_s", "outcome", "created_at"]
@@ -56,7 +57,7 @@ def lineage(parents: dict[str, str | None], session_id: str) -> list[str]:
 
 
 def build_server(lab_path: str | Path | None = None) -> MCPServer:
-    """An MCP server over the lab at ``lab_path`` (default: ``./.hermeslab/lab.duckdb``)."""
+    """An MCP server over the lab at ``lab_path`` (default: ``hermeslab.home.default_lab_path()``)."""
     lab = store.open(lab_path)
     server = MCPServer("hermeslab", instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -111,7 +112,9 @@ def build_server(lab_path: str | Path | None = None) -> MCPServer:
 
     @server.tool(annotations=_READ_ONLY, structured_output=False, description=(
         "Token usage per turn of one session: status, model calls, tool calls, the prompt tokens of the turn's "
-        "last call (how full the context was) and the prompt and completion tokens billed over the turn."))
+        "last call (how full the context was), the prompt and completion tokens billed over the turn, and "
+        "estimated_calls: how many of its calls the server reported no usage for (their figures are local "
+        "estimates)."))
     def turn_usage(session_id: str) -> str:
         known_session(session_id)
         return _dump({"session_id": session_id, "turns": _records(lab.turn_usage(session_id))})

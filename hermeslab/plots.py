@@ -1,9 +1,8 @@
-"""Token usage per API call, with the threshold, compressions and session boundaries marked."""
+"""Token usage per API call, with the threshold, compressions, session boundaries and turns marked."""
 
 from __future__ import annotations
 
 import io
-
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,7 +88,8 @@ def token_usage_frame(lab: Lab, lineage: Sequence[str]) -> pd.DataFrame:
     for sid in lineage:
         calls = lab.api_calls(sid)
         if not calls.empty:
-            frames.append(calls[calls["error_class"].isna()].assign(session_id=sid))
+            turn_calls = calls["purpose"].fillna("turn") == "turn"  # the background review's calls are its own
+            frames.append(calls[calls["error_class"].isna() & turn_calls].assign(session_id=sid))
     if not frames:
         return pd.DataFrame(columns=["call", "session_id", "turn", "prompt_tokens", "completion_tokens",
                                      "created_at"])
@@ -111,10 +111,11 @@ def plot_token_usage(
 
     ``session_or_lineage`` is a session id (plotted with its ancestors), a list of
     session ids, a Lab (its latest session), or a Runtime / notebook chat (its
-    current session). ``lab`` is where ids are looked up (default
-    ``.hermeslab/lab.duckdb``). A dashed line marks the compression threshold
+    current session). ``lab`` is where ids are looked up (default: the default
+    lab, see ``hermeslab.home``). A dashed line marks the compression threshold
     (given, from the Runtime, or from the latest logged compression), triangles
-    mark compressions, and dotted verticals mark where a new session began.
+    mark compressions, dotted verticals mark where a new session began, and
+    alternate shading with numbers along the top marks which calls made up each turn.
     """
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
@@ -123,13 +124,17 @@ def plot_token_usage(
     threshold = threshold_tokens or source.threshold_tokens or _logged_threshold(compressions)
     window = context_length or source.context_length or _logged_window(source)
     usage = token_usage_frame(source.lab, source.lineage)
-    fig = ShownFigure(figsize=(9, 4.2))
+    fig = ShownFigure(figsize=(10.5, 4.4))
     ax = fig.subplots()
     ax.set_title(title or f"Token usage per API call · {source.lineage[-1]}")
     if usage.empty:
         ax.text(0.5, 0.5, "no API calls logged yet", ha="center", va="center", transform=ax.transAxes)
         return fig
     ax.plot(usage["call"], usage["prompt_tokens"], marker="o", ms=3, lw=1.5, label="prompt tokens")
+    estimated = usage[usage["usage_estimated"].fillna(False).astype(bool)]
+    if not estimated.empty:
+        ax.scatter(estimated["call"], estimated["prompt_tokens"], s=40, facecolors="white", edgecolors="tab:blue",
+                   zorder=4, label="estimated: the server reported no usage")
     ax.bar(usage["call"], usage["completion_tokens"], color="tab:orange", alpha=0.5, width=0.6,
            label="completion tokens")
     top = max(usage["prompt_tokens"].max(), threshold or 0) * 1.15
@@ -140,15 +145,18 @@ def plot_token_usage(
         top = max(top, window * 1.05)
     elif window:
         ax.plot([], [], " ", label=f"context window {window:,} (off scale)")
+    _mark_turns(ax, usage)
     _mark_compressions(ax, compressions, usage)
     _mark_session_boundaries(ax, usage, top)
     ax.set_ylim(0, top)
+    ax.set_xlim(0.5, usage["call"].iloc[-1] + 0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     ax.set_xlabel("API call")
     ax.set_ylabel("tokens")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    # Beside the axes, not over them: inside, it hid the first calls of every session it was drawn on.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -196,3 +204,29 @@ def _mark_session_boundaries(ax: Axes, usage: pd.DataFrame, top: float) -> None:
         ax.text(row.call - 0.4, top * 0.97, f"…{str(row.session_id)[-6:]}", fontsize=7, color="grey",
                 va="top", rotation=90)
 
+
+
+def turn_spans(usage: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """``(turn, first call, last call)`` for each run of consecutive calls of one turn.
+
+    A turn that a compression moved to a child session stays one span: the
+    child goes on with the same turn number.
+    """
+    starts = usage["turn"] != usage["turn"].shift()
+    groups = usage.groupby(starts.cumsum(), sort=True)
+    return [(int(group["turn"].iloc[0]), int(group["call"].iloc[0]), int(group["call"].iloc[-1]))
+            for _, group in groups]
+
+
+def _mark_turns(ax: Axes, usage: pd.DataFrame, most_labels: int = 25) -> None:
+    """Shade every other turn and number the turns along the top axis (every n-th one when there are many)."""
+    spans = turn_spans(usage)
+    for index, (_, first, last) in enumerate(spans):
+        if index % 2:
+            ax.axvspan(first - 0.5, last + 0.5, color="0.92", zorder=0, lw=0)
+    step = max(1, -(-len(spans) // most_labels))
+    shown = spans[::step]
+    top = ax.secondary_xaxis("top")
+    top.set_xticks([(first + last) / 2 for _, first, last in shown], [str(turn) for turn, _, _ in shown])
+    top.tick_params(labelsize=7, length=0)
+    top.set_xlabel("turn (shaded bands alternate)", fontsize=8)

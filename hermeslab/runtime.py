@@ -7,10 +7,12 @@ the event bus.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.config import Config, ConfigError
+from .home import HOME_ENV_VAR, default_lab_path
 
 # The agent stack (DuckDB, pandas, the openai SDK, ...) is imported by the functions that use it, so that
 # importing this module costs nothing until a runtime is built.
@@ -27,9 +29,8 @@ if TYPE_CHECKING:
 
 
 def lab_path(config: Config) -> Path:
-    from .store import default_lab_path
-
-    return Path(config.store.path) if config.store.path else default_lab_path()
+    """``store.path``, else the default lab (``$HERMESLAB_HOME``, else ``./.hermeslab``; see ``hermeslab.home``)."""
+    return Path(config.store.path).expanduser() if config.store.path else default_lab_path()
 
 
 class Runtime:
@@ -50,7 +51,10 @@ class Runtime:
         self.config = config or Config()
         self.bus = bus or EventBus()
         self.writer: StoreWriter | None = None
+        #: Whether this runtime created the lab file (so the caller can say where it went).
+        self.lab_created = False
         if self.config.store.enabled:
+            self.lab_created = create_lab(lab_path(self.config))
             self.writer = StoreWriter(lab_path(self.config), redact=_redactor(self.config))
             self.writer.attach(self.bus)
         self.provider_handle: ProviderHandle = open_provider(self.config)
@@ -86,6 +90,21 @@ class Runtime:
     @property
     def lab_path(self) -> Path:
         return lab_path(self.config)
+
+    def lab_notice(self) -> str | None:
+        """``lab created at PATH`` (and where memory files go) if this runtime created the lab, else None.
+
+        Said once, when the file is new: a lab that lands in the current folder
+        by default is easy to lose track of.
+        """
+        if not self.lab_created:
+            return None
+        notice = f"lab created at {self.lab_path}"
+        if self.memory is not None:
+            notice += f"; memory files in {memory_folder(self.config)}"
+        if not self.config.store.path and not os.environ.get(HOME_ENV_VAR, "").strip():
+            notice += f" (set {HOME_ENV_VAR} to keep labs in one folder)"
+        return notice
 
     def resume(self, session_id: str) -> str:
         """Continue a logged session (following compression rotations to the newest one)."""
@@ -127,6 +146,22 @@ class Runtime:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def create_lab(path: Path) -> bool:
+    """Create an empty lab at ``path`` unless a file is there; True when this call made it.
+
+    The writer would create it only with its first rows; made up front, the
+    lab is where the runtime says it is from the start.
+    """
+    from .store.schema import ensure_schema, open_lab_file
+
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_lab_file(path, read_only=False, timeout=30.0) as con:
+        ensure_schema(con)
+    return True
 
 
 def memory_folder(config: Config) -> Path:

@@ -129,7 +129,8 @@ class SessionManager:
 
     def __init__(self, session: Session, *, emit: Emit, wants: Callable[[type[Event]], bool],
                  counter: TokenCounter, started_fields: Callable[[], dict[str, Any]],
-                 fresh_prompt: Callable[[str], str] = lambda prompt: prompt, on_switch: OnSwitch | None = None):
+                 fresh_prompt: Callable[[str], str] = lambda prompt: prompt, on_switch: OnSwitch | None = None,
+                 prompt_size: Callable[[list[dict[str, Any]]], int] | None = None):
         self.session = session
         self._emit = emit
         self._wants = wants
@@ -138,6 +139,8 @@ class SessionManager:
         self._started_fields = started_fields
         self._fresh_prompt = fresh_prompt
         self._on_switch = on_switch
+        #: The size of a request carrying a history as sent (tool schemas included), for compression records.
+        self._prompt_size = prompt_size
 
     def start(self) -> None:
         """Log the session's start (once) and the history it starts with."""
@@ -161,6 +164,22 @@ class SessionManager:
             self._emit(MessageAdded, message_id=message_id, parent_id=parent_id, seq=seq, message=message,
                        tokens=self._counter.count_message(message))
         return message_id
+
+    def withdraw(self, messages: list[dict[str, Any]]) -> int:
+        """Take ``messages`` back off the end of the history, where they still are; they stay in the log.
+
+        A turn that failed before any answer withdraws its user messages: the
+        next one would follow them, and templates that require user and
+        assistant to alternate refuse two user messages in a row.
+        """
+        history, count = self.session.messages, 0
+        for message in reversed(messages):
+            if not history or history[-1] is not message:
+                break
+            history.pop()
+            self.session.message_ids.pop()
+            count += 1
+        return count
 
     # ------------------------------------------------------------ moves
 
@@ -207,13 +226,18 @@ class SessionManager:
         mode = ("in_place" if in_place else "rotation") if compaction.changed else "none"
         child = self.continuation(compaction.messages, "compression") if mode == "rotation" else None
         plan, summary = getattr(result, "plan", None), result.summary_text or ""
+        size = self._prompt_size
         self._emit(CompressionEvent, trigger=compaction.trigger, strategy=strategy,
                    tokens_before=result.tokens_before, tokens_after=result.tokens_after,
+                   prompt_tokens_before=size(self.session.messages) if size else None,
+                   prompt_tokens_after=size(compaction.messages) if size else None,
                    messages_before=len(self.session.messages), messages_after=len(compaction.messages),
+                   messages_dropped=len((getattr(result, "record", None) or {}).get("dropped_indices", ())),
                    compress_start=plan.boundary.start if plan else None,
                    compress_end=plan.boundary.end if plan else None,
                    summary_tokens=self._counter.count_message({"role": "user", "content": summary}) if summary else 0,
-                   duration_ms=compaction.duration_ms, effective=not compaction.verdict.get("ineffective", False),
+                   duration_ms=compaction.duration_ms,
+                   effective=compaction.changed and not compaction.verdict.get("ineffective", False),
                    fallback_used=result.fallback_used, mode=mode, new_session_id=child.id if child else None,
                    archived_before_seq=self.session.next_seq if mode == "in_place" else None,
                    details={**(getattr(result, "record", {}) or {}), "verdict": compaction.verdict,

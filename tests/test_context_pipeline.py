@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from hermeslab.core.config import Config
@@ -280,10 +281,23 @@ def test_the_pipelines_short_lived_copies_are_counted_but_not_held():
 def test_a_summary_that_would_grow_the_context_is_refused():
     messages = agent_session(turns=12, output_words=600)
     state = CompressionState()
-    result = run(messages, state=state, summariser=FixedSummariser(text(40_000)))
+    c = dataclasses.replace(cfg(), drop_when_summary_cannot_fit=False)
+    result = compress(messages, cfg=c, budgets=derive_budgets(c, 16_000), state=state,
+                      summariser=FixedSummariser(text(40_000)))
     assert result.record["outcome"] == "no_gain" and result.summary_text is None
     assert result.tokens_after <= result.tokens_before and state.compression_count == 0
     assert not summaries(result.messages)
+
+
+def test_under_seed_a_summary_larger_than_its_span_gives_way_to_dropping_the_span():
+    messages = agent_session(turns=12, output_words=600)
+    result = run(messages, summariser=FixedSummariser(text(40_000)))
+    assert result.record["outcome"] == "dropped_oldest" and result.summary_text is None
+    assert result.record["summary"]["larger_than_span"]
+    start, end = result.record["boundary"]["start"], result.record["boundary"]["end"]
+    assert result.record["dropped_indices"] == list(range(start, end))
+    assert result.condensed == end - start and result.tokens_after < result.tokens_before
+    assert not summaries(result.messages) and result.messages[-1] == messages[-1]
 
 
 def test_unanswered_calls_at_the_end_are_answered_by_the_seed_stub():

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hermeslab.context.redact import redact, redact_exhaustive, redact_message, redact_value
@@ -119,6 +119,9 @@ FRAGMENTS = (
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=30)), max_size=12))
+@example(["sk-gMwxo0Qpssguu9RCCP4BitXrUKXIVd1YjwTaYGIFo1QzCwaz",  # the key's mask ends at the JWT's first dot
+          "eyJhbGciOiAiSFMyNTYiLCAidHlwIjogIkpXVCJ9.eyJzdWIiOiAib0ZDaEVPUVZWOSIsICJuYW1lIjogIkFkYSIsICJpYXQiOiAx"
+          "NDE4NTczNzI5fQ.x_AJSyHAZEqQyBHnapkTap3PJp-fmS3sJYJZ89ipA1E"])
 def test_redaction_is_idempotent_on_mixed_fragments(parts):
     text = "".join(parts)
     once = redact(text)

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from hermeslab.core import tokens
-from hermeslab.core.rough import rough_reply_tokens, rough_tool_schema_tokens
+from hermeslab.core.rough import (LONG_ARGUMENTS, ROUGH_MESSAGE_OVERHEAD, call_repr_length, rough_message_tokens,
+                                  rough_messages_tokens, rough_reply_tokens, rough_tool_schema_tokens,
+                                  str_repr_length)
 from hermeslab.core.tokens import (
     PROBE_COUNTS,
     PROBE_TEXTS,
@@ -207,3 +209,28 @@ def test_a_message_edited_in_place_is_counted_again():
     assert counter.count_message(message) > before
     message["tool_calls"] = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
     assert counter.count_message(message) > before + 5
+
+
+_REPR_TEXT = st.text(alphabet=st.sampled_from("ab '\"\\\n\r\t\x00\x07\x1b\x7f\u00e9\u2028"), max_size=400) | st.text(
+    max_size=400)
+
+
+@given(_REPR_TEXT)
+def test_a_texts_repr_length_is_counted_without_writing_the_repr(text):
+    assert str_repr_length(text) == len(repr(text))
+    assert str_repr_length(text * 3) == len(repr(text * 3))
+
+
+@given(_REPR_TEXT, _REPR_TEXT, st.booleans())
+def test_the_rough_list_estimate_is_the_repr_of_the_messages_with_long_texts_counted(content, arguments, as_list):
+    long_arguments = arguments + "x" * LONG_ARGUMENTS + arguments  # a whole file written: counted, not written out
+    call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": long_arguments}}
+    short = {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": arguments}}
+    messages = [{"role": "user", "content": content * 2},
+                {"role": "assistant", "content": None, "tool_calls": [call, short]},
+                {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": content}] if as_list
+                 else content}]
+    assert rough_messages_tokens(messages) == (sum(len(str(m)) for m in messages) + 3) // 4
+    assert call_repr_length(call, str_repr_length) == len(str(call))
+    assert rough_message_tokens(messages[1]) == ROUGH_MESSAGE_OVERHEAD + sum(len(str(c)) // 4 for c in
+                                                                               messages[1]["tool_calls"])

@@ -13,7 +13,7 @@ import pytest
 from hermeslab.cli import main
 from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config
-from hermeslab.eval.ab import ReplayCell
+from hermeslab.eval.ab import ReplayCell, run_ab
 from hermeslab.eval.exam import (
     EXAM_METRICS,
     ExamCache,
@@ -22,6 +22,7 @@ from hermeslab.eval.exam import (
     Question,
     cache_key,
     clip_middle,
+    examine,
     parse_grade,
     parse_questions,
     recall_exam,
@@ -58,6 +59,7 @@ class Examiner:
         self.judge = judge
         self.failing_answers = failing_answers
         self.seen: list[tuple[str, str]] = []  # (step, user text) of every request
+        self.caps: list[tuple[str, int | None]] = []  # (step, max_tokens) of every request, as the server got it
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         system, user = request.messages[0]["content"], request.messages[-1]["content"]
@@ -75,6 +77,7 @@ class Examiner:
             text = self.judge or ("2" if given == reference else "1")
         else:
             raise AssertionError(f"unexpected request: {system[:60]!r}")
+        self.caps.append((step, request.max_tokens))
         self.seen.append((step, user))
         return ChatResponse({"role": "assistant", "content": text}, usage=Usage(10, 2), model=self.model)
 
@@ -215,6 +218,70 @@ def test_the_exam_needs_an_endpoint_in_the_config():
         ReplayCell(exam=ExamSettings())(long_recording(), exam_config())
 
 
+# ---------------------------------------------------------------- capped requests and usable steps
+
+
+def test_every_exam_request_reaches_the_endpoint_with_its_cap(run, hosted):
+    examiner = Examiner()
+    _, url = hosted(examiner)
+    recall_exam(run, client(url), ExamSettings(max_tokens=40))
+    steps = {step for step, _ in examiner.caps}
+    assert steps == {"questions", "answer", "judge"}
+    assert all(cap == (40 * 3 if step == "questions" else 40) for step, cap in examiner.caps), examiner.caps
+    default = Examiner()
+    _, url = hosted(default)
+    recall_exam(run, client(url), ExamSettings())
+    assert {cap for step, cap in default.caps if step != "questions"} == {ExamSettings().max_tokens}
+    assert 0 < ExamSettings().max_tokens <= 1_000
+
+
+def test_a_reply_cached_under_another_cap_is_asked_again(run, hosted, tmp_path):
+    server, url = hosted(Examiner())
+    cache = tmp_path / "exam.sqlite"
+    first = recall_exam(run, client(url), ExamSettings(cache_path=cache, max_tokens=64))
+    assert recall_exam(run, client(url), ExamSettings(cache_path=cache, max_tokens=64))["exam_calls"] == 0
+    other_cap = recall_exam(run, client(url), ExamSettings(cache_path=cache, max_tokens=65))
+    assert other_cap["exam_calls"] == first["exam_calls"]
+    assert server.calls == 2 * first["exam_calls"]
+
+
+def test_steps_and_usable_steps_are_counted(run, hosted):
+    count = regions(run)
+    _, url = hosted(Examiner())
+    clean = examine(run, client(url), ExamSettings())
+    # per region: a question list, three answers and two judgements ("unknown" needs none)
+    assert (clean.metrics["exam_steps"], clean.metrics["exam_usable"]) == (6 * count, 6 * count)
+    assert clean.problem is None and clean.first_error is None
+
+    _, url = hosted(Examiner(judge="2 - the answer is correct"))
+    judged = examine(run, client(url), ExamSettings()).metrics
+    assert (judged["exam_steps"], judged["exam_usable"]) == (6 * count, 4 * count)
+
+    _, url = hosted(Examiner(failing_answers=True))
+    unanswered = examine(run, client(url), ExamSettings())
+    assert (unanswered.metrics["exam_steps"], unanswered.metrics["exam_usable"]) == (4 * count, count)
+    assert unanswered.problem.startswith(f"the recall exam scored no question: {count} of {4 * count} exam step(s)")
+    assert "the answer model is unavailable" in unanswered.problem and "exam-me" in unanswered.first_error
+
+
+def test_an_exam_with_nothing_to_examine_is_not_a_problem(hosted):
+    _, url = hosted(Examiner())
+    quiet = replay(Recording(id="short", messages=[{"role": "user", "content": "hi"},
+                                                   {"role": "assistant", "content": "hello"}]), exam_config())
+    report = examine(quiet, client(url), ExamSettings())
+    assert report.metrics["exam_steps"] == 0 and report.problem is None
+
+
+def test_a_cell_whose_exam_scored_nothing_is_kept_with_a_note(hosted, tmp_path):
+    _, url = hosted(Examiner(questions="I would rather not."))
+    frame = run_ab([long_recording()], {"exam": exam_config(url)}, executor="serial", progress=False,
+                   cell=ReplayCell(exam=ExamSettings(cache_path=tmp_path / "exam.sqlite")))
+    row = frame.iloc[0]
+    assert row["status"] == "ok" and row["exam_questions"] == 0 and row["exam_usable"] == 0
+    assert row["exam_steps"] == row["exam_errors"] > 0
+    assert row["note"].startswith("the recall exam scored no question: 0 of ") and "not JSON" in row["note"]
+
+
 # ---------------------------------------------------------------- the cell's identity
 
 
@@ -225,6 +292,7 @@ def test_the_exam_is_part_of_the_cell_identity_but_its_cache_place_is_not(tmp_pa
     assert here.identity == there.identity and "exam(questions=3," in here.identity
     assert ReplayCell(exam=ExamSettings(questions_per_region=5)).identity != here.identity
     assert ReplayCell(exam=ExamSettings(model="judge-model")).identity != here.identity
+    assert ReplayCell(exam=ExamSettings(max_tokens=64)).identity != here.identity
     assert pickle.loads(pickle.dumps(here)) == here
 
 
@@ -233,6 +301,8 @@ def test_the_exam_is_part_of_the_cell_identity_but_its_cache_place_is_not(tmp_pa
     ({"max_region_chars": True}, "max_region_chars"),
     ({"max_context_chars": -1}, "max_context_chars"),
     ({"model": " "}, "model"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"max_tokens": 12.5}, "max_tokens"),
 ])
 def test_bad_settings_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -286,11 +356,11 @@ def test_long_text_keeps_its_head_and_tail_within_the_limit():
     assert clip_middle("short", 200) == "short"
 
 
-def test_the_cache_keeps_the_first_reply_and_keys_by_step_model_and_prompt(tmp_path):
+def test_the_cache_keeps_the_first_reply_and_keys_by_step_model_prompt_and_cap(tmp_path):
     cache = ExamCache(tmp_path / "c.sqlite")
-    key = cache_key("judge", "m", "system", "user")
-    assert len({key, cache_key("answer", "m", "system", "user"), cache_key("judge", "n", "system", "user"),
-                cache_key("judge", "m", "system", "user2")}) == 4
+    key = cache_key("judge", "m", "system", "user", 16)
+    assert len({key, cache_key("answer", "m", "system", "user", 16), cache_key("judge", "n", "system", "user", 16),
+                cache_key("judge", "m", "system", "user2", 16), cache_key("judge", "m", "system", "user", 17)}) == 5
     cache.put(key, "2")
     cache.put(key, "1")
     other = ExamCache(tmp_path / "c.sqlite")

@@ -130,7 +130,13 @@ def test_the_review_is_not_logged_as_a_session(tmp_path):
     lab = open_lab(tmp_path / "lab.duckdb")
     assert list(lab.sessions()["id"]) == [session_id]
     assert len(lab.messages(session_id)) == 5  # system + two turns of user and assistant
-    assert lab.api_calls(session_id)["call_index"].tolist() == [0, 0]
+    calls = lab.api_calls(session_id)
+    # The review's two calls are logged under the turn it looked back on, marked as the review's.
+    assert calls[["turn", "call_index", "purpose"]].values.tolist() == [
+        [1, 0, "turn"], [2, 0, "turn"], [2, 0, "review"], [2, 1, "review"]]
+    session = lab.sessions().iloc[0]
+    assert (session["api_call_count"], session["estimated_calls"]) == (2, 0)  # the user's calls only
+    assert lab.turn_usage(session_id)["api_calls"].tolist() == [1, 1]
     updated = lab.events(kind="memory_updated")
     assert len(updated) == 1 and json.loads(updated["payload"].iloc[0])["changes"] == ["user add"]
 

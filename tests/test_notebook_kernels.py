@@ -1,4 +1,4 @@
-"""Real kernels: two chatting into one lab at once, one shut down mid-turn, and 01_chat.ipynb under nbval."""
+"""Real kernels: two chatting into one lab at once, one shut down or interrupted mid-turn, 01_chat.ipynb under nbval."""
 
 import asyncio
 import json
@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -116,3 +117,51 @@ def test_a_kernel_shut_down_mid_turn_logs_the_turn_as_interrupted(kernel_env):
     turns = open_lab(lab).turns()
     assert list(turns["status"]) == ["interrupted"]
     assert turns["final_text"].iloc[0].startswith("1, 2, 3,")
+
+
+def test_kernel_interrupt_stops_a_background_turn_whether_the_kernel_is_idle_or_busy(kernel_env):
+    lab = kernel_env / "lab.duckdb"
+    manager, client = start_new_kernel(kernel_name=KERNEL, cwd=str(kernel_env))
+    printed: list[str] = []
+
+    def collect(message):
+        if message["msg_type"] == "stream":
+            printed.append(message["content"]["text"])
+
+    def ended_as() -> str:
+        printed.clear()
+        reply = client.execute_interactive("from hermeslab.notebook import current_chat\n"
+                                           "print((await current_chat().wait()).status)", timeout=60,
+                                           output_hook=collect)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return "".join(printed).strip()
+
+    try:
+        client.execute_interactive(f"%load_ext hermeslab\n%config Hermes.lab = {str(lab)!r}\n"
+                                   "%config Hermes.stream_delay = 0.02", timeout=60)
+        # Idle: the cell returned while the turn streams, and an idle kernel used to ignore SIGINT.
+        client.execute_interactive("%%hermes\ncount to 3000", timeout=60)
+        time.sleep(1.0)
+        manager.interrupt_kernel()
+        assert ended_as() == "interrupted"
+
+        # Busy with another cell: that cell gets its KeyboardInterrupt, and the turn stops as well.
+        client.execute_interactive("%%hermes\ncount to 3000", timeout=60)
+        # stop_on_error=False: otherwise the kernel aborts the requests queued right after this cell fails.
+        sleeping = client.execute("import time\ntime.sleep(60)", stop_on_error=False)
+        time.sleep(1.0)
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=30)
+        while reply["parent_header"].get("msg_id") != sleeping:
+            reply = client.get_shell_msg(timeout=30)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+        assert ended_as() == "interrupted"
+
+        client.execute_interactive("%%hermes\nhello", timeout=60)  # the history is still usable
+        assert ended_as() == "completed"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)
+    turns = open_lab(lab).turns().sort_values("turn")
+    assert list(turns["status"]) == ["interrupted", "interrupted", "completed"]
+    assert all(text.startswith("1, 2, 3,") for text in turns["final_text"].iloc[:2])

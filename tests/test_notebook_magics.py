@@ -2,10 +2,13 @@
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 from IPython import get_ipython
@@ -19,6 +22,8 @@ import hermeslab
 from hermeslab.core.events import TurnFinished, TurnStarted
 from hermeslab.notebook import current_chat
 from hermeslab.notebook.extension import _loaded
+from hermeslab.notebook.interrupt import InterruptRelay
+from hermeslab.notebook.job import RELOAD_HINT
 from hermeslab.store import open as open_lab
 
 
@@ -215,6 +220,170 @@ def test_stopping_a_queued_turn_keeps_it_from_starting(shell):
     queued = asyncio.run(scenario())
     assert queued.transcript.status == "stopped" and queued.result is None
     assert chat.runtime.agent.session.turns == 1
+
+
+# ---------------------------------------------------------------- stop, attach, interrupt
+
+
+def new_displays(ip, since: int) -> list[dict]:
+    """Displays (not updates) published since output number ``since``: data and display id."""
+    return [{"data": out["data"], "id": (out["transient"] or {}).get("display_id")}
+            for out in ip.display_pub.outputs[since:] if not out["update"]]
+
+
+def test_stop_command_stops_the_running_turn_and_the_queued_ones_then_the_chat_goes_on(shell, capsys, tmp_path):
+    chat = current_chat()
+    chat.runtime.agent.provider = gated([{"content": " ".join(map(str, range(300)))}, {"content": "later"}])
+    shell.run_line_magic("hermes", "stop")
+    assert "nothing to stop" in capsys.readouterr().out
+
+    async def scenario():
+        running, queued = chat.ask("count"), chat.ask("second")
+        while "3 4 5" not in running.transcript.to_text():
+            await asyncio.sleep(0.02)
+        shell.run_line_magic("hermes", "stop")  # another cell: the kernel is free while the turn runs
+        await chat.wait()
+        return running, queued
+
+    running, queued = asyncio.run(scenario())
+    out = capsys.readouterr().out
+    assert "stopping the running turn" in out and "1 queued job will not start" in out
+    assert running.transcript.status == "interrupted" and running.result.text.startswith("0 1 2 3 4 5")
+    assert queued.transcript.status == "stopped" and queued.result is None
+    assert running.stop_button.description == "Stopped"
+    assert not chat.pending
+    shell.run_cell("%%hermes\nand now?")
+    assert chat.last_job.result.status == "completed" and chat.last_job.result.text == "later"
+    chat.runtime.writer.flush()
+    assert list(open_lab(tmp_path / "lab.duckdb").turns().sort_values("turn")["status"]) == ["interrupted",
+                                                                                            "completed"]
+
+
+def test_an_interrupt_from_the_signal_handler_stops_the_turn_on_the_loop(shell):
+    chat = current_chat()
+    chat.runtime.agent.provider = gated([{"content": " ".join(map(str, range(300)))}])
+    chat.interrupt_soon()  # nothing running: nothing happens
+
+    async def scenario():
+        job = chat.ask("count")
+        while "3 4 5" not in job.transcript.to_text():
+            await asyncio.sleep(0.02)
+        chat.interrupt_soon()
+        await chat.wait()
+        return job
+
+    assert asyncio.run(scenario()).transcript.status == "interrupted"
+
+
+def test_attach_shows_the_running_turn_again_under_the_same_display_ids(shell, capsys):
+    chat = current_chat()
+    shell.run_line_magic("hermes", "attach")
+    assert "nothing to show" in capsys.readouterr().out
+    chat.runtime.agent.provider = gated([{"content": "one two three four five six seven eight nine ten"}])
+
+    async def scenario():
+        job = chat.ask("count")
+        while "two" not in job.transcript.to_text():
+            await asyncio.sleep(0.02)
+        first = new_displays(shell, 0)
+        since = len(shell.display_pub.outputs)
+        shell.run_line_magic("hermes", "attach")
+        again = new_displays(shell, since)
+        await chat.wait()
+        return first, again
+
+    first, again = asyncio.run(scenario())
+    assert [d["id"] for d in again] == [d["id"] for d in first] and all(d["id"] for d in first)
+    assert "StopButton" in again[0]["data"]["text/plain"]  # the live controls (a widget view in a kernel)
+    assert RELOAD_HINT in again[1]["data"]["text/plain"] and "hermeslab-reload-hint" in again[1]["data"]["text/html"]
+    # Later updates go to both copies (one display id); the final state leaves the hint out.
+    transcript = [d for d in final_displays(shell) if "hermeslab-transcript" in d.get("text/html", "")]
+    assert len(transcript) == 1 and 'data-status="completed"' in transcript[0]["text/html"]
+    assert RELOAD_HINT not in transcript[0]["text/plain"] and "ten" in transcript[0]["text/plain"]
+
+    since = len(shell.display_pub.outputs)
+    shell.run_line_magic("hermes", "attach")  # after the end: the last turn as it ended, nothing live
+    controls, final = new_displays(shell, since)
+    assert "hermeslab-controls-final" in controls["data"]["text/html"] and controls["id"] is None
+    assert 'data-status="completed"' in final["data"]["text/html"] and RELOAD_HINT not in final["data"]["text/plain"]
+
+
+def test_ctrl_c_stops_a_foreground_turn_and_the_chat_goes_on(shell):
+    chat = current_chat()
+    chat.runtime.agent.provider = gated([{"content": " ".join(map(str, range(300)))}, {"content": "later"}])
+
+    seen = []
+
+    def interrupt_once_streaming():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            job = chat.running_job
+            if job is not None and "3 4 5" in job.transcript.to_text():
+                seen.append(job.bundle()["text/plain"])
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    threading.Thread(target=interrupt_once_streaming, daemon=True).start()
+    result = shell.run_cell("%%hermes\ncount")  # no event loop: the cell waits for the turn, Ctrl-C stops it
+    assert result.success
+    job = chat.last_job
+    assert job.transcript.status == "interrupted" and job.result.text.startswith("0 1 2 3 4 5")
+    assert seen and RELOAD_HINT not in seen[0]  # a cell that waits cannot lose its output to a reload
+    shell.run_cell("%%hermes\nand now?")
+    assert chat.last_job.result.text == "later" and chat.runtime.agent.session.turns == 2
+
+
+class IdleKernel:
+    """ipykernel's SIGINT handling: ignored while idle, a KeyboardInterrupt while a request is handled."""
+
+    saved_sigint_handler = None
+
+    def pre_handler_hook(self):
+        self.saved_sigint_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def post_handler_hook(self):
+        signal.signal(signal.SIGINT, self.saved_sigint_handler)
+
+
+@pytest.fixture
+def idle_sigint():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_the_relay_hears_sigint_idle_or_busy_and_keeps_what_the_kernel_would_do(idle_sigint):
+    heard = []
+    kernel = IdleKernel()
+    relay = InterruptRelay(lambda: heard.append("interrupt"))
+    assert relay.attach(kernel) and relay.attach(kernel)  # twice is harmless
+    signal.raise_signal(signal.SIGINT)  # idle: heard, and still ignored
+    assert heard == ["interrupt"]
+    kernel.pre_handler_hook()
+    with pytest.raises(KeyboardInterrupt):  # a request runs: heard, and it still gets its KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
+    kernel.post_handler_hook()
+    signal.raise_signal(signal.SIGINT)
+    assert heard == ["interrupt"] * 3
+
+    kernel.pre_handler_hook()
+    relay.detach()  # mid-request, as %unload_ext is: the idle handler the kernel puts back is its own again
+    kernel.post_handler_hook()
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    assert kernel.pre_handler_hook.__func__ is IdleKernel.pre_handler_hook
+    signal.raise_signal(signal.SIGINT)
+    assert heard == ["interrupt"] * 3
+
+
+def test_the_relay_stays_out_where_it_cannot_follow_the_kernel(idle_sigint):
+    relay = InterruptRelay(lambda: None)
+    assert not relay.attach(object())  # a terminal IPython: Ctrl-C reaches the waiting cell itself
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(relay.attach(IdleKernel())))
+    worker.start()
+    worker.join()
+    assert outcome == [False] and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 # ---------------------------------------------------------------- commands

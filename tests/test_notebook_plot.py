@@ -5,6 +5,7 @@ import pytest
 import hermeslab
 from hermeslab.core.config import Config
 from hermeslab.runtime import Runtime
+from hermeslab.plots import token_usage_frame, turn_spans
 from hermeslab.store import open as open_lab
 
 
@@ -71,3 +72,34 @@ def test_bad_input_gets_a_clear_error(compressed_chat, tmp_path):
     with pytest.raises(ValueError, match="holds no sessions"):
         hermeslab.plot_token_usage(open_lab(tmp_path / "empty.duckdb"))
 
+
+
+def test_the_legend_sits_beside_the_data_and_the_top_axis_numbers_the_turns(compressed_chat):
+    runtime, _, lab_path = compressed_chat
+    fig = hermeslab.plot_token_usage(runtime.agent.session.id, lab=lab_path)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    calls = token_usage_frame(open_lab(lab_path), open_lab(lab_path).lineage(runtime.agent.session.id))
+    turns = [turn for turn, _, _ in turn_spans(calls)]
+    assert turns == sorted(set(calls["turn"])) == [1, 2, 3, 4, 5]
+    top = next(child for child in ax.child_axes if "turn" in child.get_xlabel())
+    assert [label.get_text() for label in top.get_xticklabels()] == [str(turn) for turn in turns]
+    shaded = [patch for patch in ax.patches if patch.get_facecolor()[:3] == pytest.approx((0.92,) * 3)]
+    assert len(shaded) == len(turns) // 2
+
+
+def test_a_turn_split_by_a_compression_is_one_span_and_many_turns_are_thinned():
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from hermeslab.plots import _mark_turns
+
+    usage = pd.DataFrame({"call": range(1, 8), "turn": [1, 1, 2, 2, 2, 3, 3],
+                          "session_id": ["a", "a", "a", "b", "b", "b", "b"]})
+    assert turn_spans(usage) == [(1, 1, 2), (2, 3, 5), (3, 6, 7)]
+    many = pd.DataFrame({"call": range(1, 101), "turn": range(1, 101)})
+    ax = Figure().subplots()
+    _mark_turns(ax, many, most_labels=25)
+    labels = [label.get_text() for label in ax.child_axes[0].get_xticklabels()]
+    assert labels[:3] == ["1", "5", "9"] and len(labels) == 25

@@ -19,6 +19,7 @@ from hermeslab.core.events import (
     TurnStarted,
 )
 from hermeslab.notebook.live import Throttle
+from hermeslab.core.provider import ESTIMATE_COUNTS
 from hermeslab.notebook.transcript import Transcript, argument_summary
 
 S = {"session_id": "s1", "turn": 1}
@@ -50,7 +51,7 @@ def test_a_tool_turn_renders_a_card_then_the_streamed_answer():
     assert "&lt;b&gt;secret&lt;/b&gt;" in html and "<b>secret" not in html
     assert "The file says <strong>4417</strong>." in html
     assert 'data-status="completed"' in html
-    assert "turn 1 · completed · 2 API calls · prompt 240 · completion 12" in t.to_text()
+    assert "turn 1 · completed · 2 API calls · in 240 / out 12 tokens over the turn]" in t.to_text()
     assert "[tool read_file(path=notes.txt, limit=20) → 1| <b>secret</b> launch code 4417]" in t.to_text()
 
 
@@ -65,7 +66,8 @@ def test_an_interrupted_turn_keeps_its_partial_text_and_says_so():
     html = t.to_html()
     assert "1, 2, 3," in html and "hermeslab-interrupted" in html
     assert html.count("1, 2, 3,") == 1  # the final text is not added again
-    assert t.footer() == "turn 1 · interrupted · 1 API call · prompt 90 · completion 6 (estimated)"
+    assert t.footer() == ("turn 1 · interrupted · 1 API call · in ~90 / out ~6 tokens over the turn · estimated for "
+                          f"its call (the server reported no usage; {ESTIMATE_COUNTS})")
 
 
 def test_banners_for_compression_recovery_notice_and_error():
@@ -76,7 +78,8 @@ def test_banners_for_compression_recovery_notice_and_error():
     t.observe(Notice(**S, level="warning", text="the context was compressed 2 times"))
     t.observe(ErrorEvent(**S, error_class="server_error", message="<boom>"))
     html = t.to_html()
-    assert "context compressed (pressure): 9,000 → 2,500 tokens, 40 → 9 messages; continues in session s2" in html
+    assert ("context compressed (pressure): 9,000 → 2,500 tokens of messages (tool schemas not counted), 40 → 9 "
+            "messages; continues in session s2") in html
     assert "recovery from rate_limit: retry, attempt 2 (recovered)" in html
     assert "hermeslab-banner-warning" in html and "hermeslab-banner-error" in html
     assert "&lt;boom&gt;" in html

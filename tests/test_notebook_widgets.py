@@ -107,13 +107,14 @@ def test_gauge_sends_numbers_colour_and_threshold_to_the_frontend(test_comm):
     gauge = TokenBudget(BudgetMeter(context_length=10_000, threshold=5_000))
     gauge.configure(context_length=10_000, threshold=5_000, estimate=1_000)
     first = sent_values(gauge)[-1]
-    assert "1,000 / 10,000 tokens (10.0%)" in first and "20% of the compression threshold (5,000)" in first
+    assert "~1,000 / 10,000 tokens (10.0%)" in first and "20% of the compression threshold (5,000)" in first
     assert 'data-level="ok"' in first and "#9e9e9e" in first
     assert 'title="compression threshold" style="position:absolute;left:50.00%' in first
 
     gauge.observe_event(ApiCallFinished(**S, call_index=0, attempt=1, prompt_tokens=3_900, completion_tokens=0))
     gauge.refresh()
     assert 'data-level="warn"' in sent_values(gauge)[-1] and "#f0a30a" in sent_values(gauge)[-1]
+    assert ">3,900 / 10,000 tokens" in sent_values(gauge)[-1]  # a provider's reading carries no estimate mark
     gauge.observe_event(ApiCallFinished(**S, call_index=1, attempt=1, prompt_tokens=4_600, completion_tokens=0))
     gauge.refresh()
     assert 'data-level="alert"' in sent_values(gauge)[-1] and "#d32f2f" in sent_values(gauge)[-1]
@@ -153,6 +154,13 @@ def test_a_click_from_the_frontend_calls_the_stop_handler(test_comm):
     button.finish()
     assert button.description == "Stopped"
     assert "hermeslab-stop" in button._dom_classes
+
+
+def test_the_button_says_stopped_when_the_turn_was_stopped_elsewhere(test_comm):
+    done, stopped = StopButton(lambda: None), StopButton(lambda: None)
+    done.finish()
+    stopped.finish(stopped=True)  # %hermes stop or Kernel → Interrupt, not a click
+    assert (done.description, stopped.description) == ("Done", "Stopped") and done.disabled and stopped.disabled
 
 
 class RecordingDisplay:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import http.server
+import itertools
 import json
 import socket
 import threading
@@ -11,13 +12,17 @@ import time
 from typing import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hermeslab.core.config import Config
 from hermeslab.providers import ProviderHandle, open_provider
 from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 from hermeslab.providers.offline import MODEL_NAME, OfflineModel
 from hermeslab.providers.openai_compat import (
+    STREAMED_TOOLS_REFUSED,
     OpenAICompatProvider,
+    alternating,
     StreamAssembler,
     retry_after_seconds,
     usage_from_dict,
@@ -419,3 +424,76 @@ def test_a_missing_key_for_the_default_endpoint_is_a_clear_error(monkeypatch):
     with pytest.raises(ProviderError) as excinfo:
         OpenAICompatProvider(None, None, "gpt-4o")
     assert excinfo.value.error_type == "missing_api_key" and "api_key" in excinfo.value.message.lower()
+
+
+class _EmptyStreams(CompletionEndpoint):
+    """Answers plain requests honestly and ends every stream at once, with nothing in it."""
+
+    def __init__(self, provider):
+        super().__init__(provider)
+        self.streamed: list[bool] = []
+
+    def respond(self, call_index, payload):
+        self.streamed.append(bool(payload.get("stream")))
+        if payload.get("stream"):
+            return Reply(chunks=iter(()), headers={"Content-Type": "text/event-stream"})
+        return super().respond(call_index, payload)
+
+
+def test_a_stream_that_ends_with_nothing_is_asked_again_unstreamed():
+    server, client = hosted(OfflineModel())
+    endpoint = server.endpoint = _EmptyStreams(server.provider)
+    try:
+        deltas, response = collect(client.stream(ChatRequest(messages=user("Who are you?"))))
+        assert "".join(d.text for d in deltas) == response.message["content"] != ""
+        assert endpoint.streamed == [True, False] and client.streams_tools
+        collect(client.stream(ChatRequest(messages=user("read notes.md"), tools=[READ_TOOL])))
+        assert client.streams_tools is False  # tools answered only unstreamed: not streamed again
+        collect(client.stream(ChatRequest(messages=user("read notes.md"), tools=[READ_TOOL])))
+        assert endpoint.streamed == [True, False, True, False, False]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("words, refused", [
+    ("Automatic streaming tool choice is not supported", True),
+    ("streaming is not supported with tools", True),
+    ("Tool calls cannot be streamed by this backend", True),
+    ("This model does not support streaming function calls", True),
+    ("the stream was interrupted after 0 characters: Connection error.", False),
+    ("'tools' must be a list of tool objects", False),
+    ("streaming failed: internal error", False),
+])
+def test_refusals_to_stream_tools_are_recognised_by_their_words(words, refused):
+    assert bool(STREAMED_TOOLS_REFUSED.search(words)) == refused
+
+
+def test_tool_choice_goes_only_with_tools_and_null_assistant_content_goes_as_empty_text():
+    client = OpenAICompatProvider("http://127.0.0.1:9/v1", None, "m")
+    call = {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    history = [*user("read it"), {"role": "assistant", "content": None, "tool_calls": [call]}]
+    with_tools = client._arguments(ChatRequest(messages=history, tools=[READ_TOOL], extra={"tool_choice": "auto"}))
+    without = client._arguments(ChatRequest(messages=history, extra={"tool_choice": "auto"}))
+    assert with_tools["tool_choice"] == "auto" and "tool_choice" not in without and "extra_body" not in without
+    assert with_tools["messages"][1]["content"] == "" and history[1]["content"] is None
+    client.close()
+
+
+_ROLES = st.sampled_from(["user", "assistant", "tool", "recalled"])
+
+
+def _own(message: dict) -> bool:
+    return message.get("role") == "user" and not any(key.startswith("_") for key in message)
+
+
+@given(st.lists(st.tuples(_ROLES, st.text(max_size=8)), max_size=12))
+def test_runs_of_the_users_own_messages_are_sent_as_one(specs):
+    messages = [{"role": "user", "content": text, "_memory_context_synthetic": True} if role == "recalled"
+                else {"role": role, "content": text} for role, text in specs]
+    sent = alternating(messages)
+    assert not any(_own(a) and _own(b) for a, b in itertools.pairwise(sent))
+    assert [m for m in sent if not _own(m)] == [m for m in messages if not _own(m)]
+    runs = [list(group) for own, group in itertools.groupby(messages, key=_own) if own]
+    expected = [run[0]["content"] if len(run) == 1 else "\n\n".join(m["content"] for m in run if m["content"])
+                for run in runs]
+    assert [m["content"] for m in sent if _own(m)] == expected

@@ -109,6 +109,26 @@ BODIES = [
      "payload_too_large", None),
     ("ollama", 404, {"error": {"message": "model \"llama9\" not found, try pulling it first", "type": "api_error"}},
      "model_not_found", None),
+    ("llama-cpp-python", 400, {"error": {"message": "This model's maximum context length is 4096 tokens. However, you "
+                                         "requested 4300 tokens (4300 in the messages, 0 in the completion). Please "
+                                         "reduce the length of the messages or completion.",
+                                         "type": "invalid_request_error", "param": "messages",
+                                         "code": "context_length_exceeded"}}, "context_overflow", 4_096),
+    ("vllm", 400, {"object": "error", "message": "This model's maximum context length is 8192 tokens. However, your "
+                   "request has 9000 input tokens. Please reduce the length of the input messages.",
+                   "type": "BadRequestError", "param": None, "code": 400}, "context_overflow", 8_192),
+]
+
+#: Request bodies a server's schema rejected, sent with a 5xx by servers whose validation escapes the route.
+VALIDATION_500 = [
+    ("2 validation errors for CreateChatCompletionRequest\nmessages.1.typed-dict.content\n  Input should be a valid "
+     "string [type=string_type, input_value=None, input_type=NoneType]"),
+    "1 validation error for ChatCompletionRequest\nmessages -> 1 -> content\n  field required (type=value_error.missing)",
+    "json: cannot unmarshal number into Go struct field Message.messages.content of type string",
+    "Failed to deserialize the JSON body into the target type: messages[1]: invalid type: null, expected a string",
+    "missing field `content` at line 1 column 80",
+    "None is not of type 'string'\n\nFailed validating 'type' in schema['properties']['content']",
+    "Request validation failed: 'content' is a required property",
 ]
 
 
@@ -119,6 +139,21 @@ def test_real_error_bodies_classify_by_status_text_and_code(family, status, body
     assert fault.name == expected, fault.rule
     assert fault.status == status
     assert parse_context_limit(fault.text) == limit
+
+
+@pytest.mark.parametrize("status", [500, 502])
+@pytest.mark.parametrize("message", VALIDATION_500)
+def test_a_5xx_whose_body_is_a_request_validation_error_is_a_bad_request(message, status):
+    fault = classify(sdk_error(status, {"error": {"message": message, "type": "internal_server_error",
+                                                  "param": None, "code": None}}))
+    assert fault.name == "format_error" and not fault.fault.retryable
+
+
+@pytest.mark.parametrize("message", ["Internal Server Error", "CUDA error: out of memory",
+                                     "The server had an error while processing your request.",
+                                     "llama_decode returned -1", "Model loading failed: the file is not a valid GGUF"])
+def test_a_5xx_without_validation_wording_is_still_a_server_error(message):
+    assert classify(sdk_error(500, {"error": {"message": message, "type": "server_error"}})).name == "server_error"
 
 
 def test_retry_after_travels_from_the_header_into_the_classification():

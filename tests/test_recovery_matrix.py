@@ -17,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def report(texts, statuses, *, calls=(), slept=0.0, injected=()) -> RunReport:
-    turns = [TurnOutcome(0, i, "q", text, status) for i, (text, status) in enumerate(zip(texts, statuses))]
-    return RunReport(turns=turns, events=list(calls), injected=list(injected), slept_s=slept, client_timeout=2.0)
+    """``calls`` holds each turn's API calls, in turn order."""
+    calls = list(calls) or [[] for _ in texts]
+    turns = [TurnOutcome(0, i, "q", text, status, calls=len(made),
+                         tokens=sum(call.prompt_tokens or 0 for call in made))
+             for i, (text, status, made) in enumerate(zip(texts, statuses, calls))]
+    return RunReport(turns=turns, events=[call for made in calls for call in made], injected=list(injected),
+                     slept_s=slept, client_timeout=2.0)
 
 
 def call(error: str | None = None, prompt: int = 0) -> ApiCallFinished:
@@ -26,14 +31,16 @@ def call(error: str | None = None, prompt: int = 0) -> ApiCallFinished:
 
 
 def test_a_cell_compares_a_run_with_its_baseline():
-    baseline = report(["a", "b", "c"], ["completed"] * 3, calls=[call(prompt=10)] * 3)
+    baseline = report(["a", "b", "c"], ["completed"] * 3, calls=[[call(prompt=10)]] * 3)
     run = report(["a", "wrong", "The model call failed"], ["completed", "completed", "failed"],
-                 calls=[call("timeout"), call("timeout"), call(prompt=10), call(prompt=10), call("server_error")],
+                 calls=[[call("timeout"), call("timeout"), call(prompt=10)], [call(prompt=10)],
+                        [call("server_error")]],
                  slept=5.0, injected=[Injection(0, "slow", True), Injection(1, "slow", True),
                                       Injection(4, "slow", False)])
     cell = compare("slow", 0.2, run, baseline, fallback=False)
     assert (cell.turns, cell.faults, cell.completed, cell.correct) == (3, 2, 2 / 3, 1 / 3)
-    assert (cell.extra_calls, cell.calls_ratio, cell.extra_tokens) == (2, 1.667, -10)
+    # Recovery's price is counted on the completed turns; the failed turn's call is counted apart, not as a saving.
+    assert (cell.extra_calls, cell.calls_ratio, cell.extra_tokens, cell.failed_turn_calls) == (2, 2.0, 0, 1)
     assert cell.extra_latency_s == 5.0 + 2 * 2.0
     assert cell.failures == {"failed": 1}
     with pytest.raises(ValueError, match="the run has 1 turns and the baseline 3"):
@@ -46,11 +53,14 @@ def test_answers_compare_without_the_replacement_characters_of_repaired_text():
 
 def test_a_small_matrix_end_to_end(tmp_path):
     sessions = (("Who are you?", "list files"),)
-    baseline, cells = run_matrix(["server_error"], [0.5], workspace=tmp_path / "ws", sessions=sessions)
+    baseline, cells = run_matrix(["server_error", "auth"], [0.5], workspace=tmp_path / "ws", sessions=sessions)
     assert baseline.attempts == 3 and baseline.latency_s == 0.0
-    (cell,) = cells
+    assert sum(turn.calls for turn in baseline.turns) == baseline.attempts
+    cell, auth = cells
     assert cell.kind == "server_error" and cell.faults >= 1 and cell.extra_calls == cell.faults
-    assert cell.extra_latency_s >= 2.0 * cell.faults and cell.correct == 1.0
+    assert cell.extra_latency_s >= 2.0 * cell.faults and cell.correct == 1.0 and cell.failed_turn_calls == 0
+    # A 401 ends its turn after one call: that call is counted as spent on a failed turn, not as calls saved.
+    assert auth.completed < 1.0 and auth.extra_calls == 0 and auth.failed_turn_calls >= auth.faults >= 1
     with pytest.raises(ValueError, match="unknown fault kind 'gremlins'"):
         run_matrix(["gremlins"], [0.1], workspace=tmp_path / "ws")
 

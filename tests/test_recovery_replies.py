@@ -9,7 +9,7 @@ import pytest
 
 from hermeslab.agent import Agent
 from hermeslab.core.config import Config, RecoveryConfig
-from hermeslab.core.events import EventBus, Notice, RecoveryEvent
+from hermeslab.core.events import EventBus, MessageAdded, Notice, RecoveryEvent
 from hermeslab.core.messages import validate_messages
 from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
 from hermeslab.recovery import (
@@ -30,6 +30,7 @@ from hermeslab.recovery import (
 )
 from hermeslab.recovery.empty import prior_housekeeping_text
 from hermeslab.recovery.repair import read_tool_arguments
+from hermeslab.recovery.truncation import DEFAULT_OUTPUT_CAP, continuation_cap
 from hermeslab.tools import builtin_registry
 
 from scripted_provider import tool_call
@@ -116,8 +117,9 @@ def test_continuations_and_output_caps():
     assert continuation_messages(["one ", "two "]) == [
         {"role": "assistant", "content": "one "}, {"role": "user", "content": CONTINUE_NOTICE},
         {"role": "assistant", "content": "two "}, {"role": "user", "content": CONTINUE_NOTICE}]
-    assert [raised_output_cap(None, n) for n in (1, 2, 3, 4)] == [8192, 16384, 32768, 32768]
-    assert raised_output_cap(50_000, 1) == 50_000
+    assert continuation_cap(None) == DEFAULT_OUTPUT_CAP and continuation_cap(1_000) == 1_000
+    assert raised_output_cap(None) == 2 * DEFAULT_OUTPUT_CAP and raised_output_cap(4_096) == 8_192
+    assert raised_output_cap(20_000) == 32_768 and raised_output_cap(50_000) == 50_000
     assert thinking_exhausted(reply("<think>long", finish="length"))
     assert not thinking_exhausted(reply("<think>x</think> Answer", finish="length"))
     assert thinking_exhausted(reply("", finish="length", reasoning="deep thoughts"))
@@ -211,7 +213,9 @@ def test_without_any_step_left_the_turn_ends_visibly_as_empty(tmp_path):
     assert result.text == EMPTY_MARKER and result.status == "failed"
     assert "no visible content" in result.error
     assert len(provider.requests) == 6  # the reply, two prefills, three retries
-    assert [m["role"] for m in agent.messages] == ["system", "user"]
+    # the unanswered message leaves the history (the next one must not follow it) but stays in the log
+    assert [m["role"] for m in agent.messages] == ["system"]
+    assert [e.message["content"] for e in events if isinstance(e, MessageAdded)][-1] == "hello"
     assert recoveries(events)[-1] == ("empty", "terminal", "gave up")
 
 
@@ -240,7 +244,7 @@ def test_a_cut_answer_is_continued_and_joined_into_one_message(tmp_path):
     assert result.text == "The first half, the second and the end."
     assert [m["content"] for m in agent.messages if m["role"] == "assistant"] == [result.text]
     assert provider.requests[2].messages[-4:] == continuation_messages(["The first half, ", "the second "])
-    assert [r.max_tokens for r in provider.requests] == [None, 8192, 16384]
+    assert [r.max_tokens for r in provider.requests] == [None, DEFAULT_OUTPUT_CAP, DEFAULT_OUTPUT_CAP]
     assert [(a, o) for _, a, o in recoveries(events)] == [("continue", "still truncated"), ("continue", "recovered")]
 
 
@@ -261,7 +265,7 @@ def test_a_cut_tool_call_is_asked_again_and_never_run_half(tmp_path):
     assert agent.chat("read a.txt").text == "alpha it is"
     calls = [m for m in agent.messages if m.get("tool_calls")]
     assert len(calls) == 1 and calls[0]["tool_calls"][0]["id"] == "c2"
-    assert provider.requests[1].max_tokens == 8192
+    assert provider.requests[1].max_tokens == 2 * DEFAULT_OUTPUT_CAP
 
 
 def test_a_reply_cut_while_thinking_ends_the_turn_with_advice(tmp_path):

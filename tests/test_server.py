@@ -133,6 +133,10 @@ def test_bad_settings_are_refused():
         LocalServer(Echo(), chunk_delay=-1)
     with pytest.raises(ValueError, match="port"):
         LocalServer(Echo(), port=70000)
+    with pytest.raises(ValueError, match="context_window"):
+        LocalServer(Echo(), personality="vllm", context_window=0)
+    with pytest.raises(ValueError, match="unknown server personality 'lmstudio'"):
+        LocalServer(Echo(), personality="lmstudio")
 
 
 # ---------------------------------------------------------------- wire shapes

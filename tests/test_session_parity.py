@@ -24,12 +24,14 @@ from hermeslab.eval.replay_compression import FixedSummariser
 NEW_SWITCHES = ("system_in_pipeline", "reinsert_latest_user", "refuse_no_gain", "defer_to_real_usage",
                 "pressure_every_call", "pressure_counts_against_overflow", "preflight_gate",
                 "preflight_system_as_text", "overflow_obeys_breaker", "breaker_rearms", "long_summary_frame",
-                "ground_task_snapshot")
+                "ground_task_snapshot", "apply_any_change", "judge_by_estimate", "merged_summary_last",
+                "usage_gap_settles_verdict")
 
 
 def test_each_new_switch_keeps_seed_and_takes_hermes_value_in_hermes_preset():
     seed, hermes = PRESETS["seed"], PRESETS["hermes-0.19"]
-    seed_values = {"system_in_pipeline": True, "reinsert_latest_user": True, "refuse_no_gain": True}
+    seed_values = {"system_in_pipeline": True, "reinsert_latest_user": True, "refuse_no_gain": True,
+                   "judge_by_estimate": True}
     for name in NEW_SWITCHES:
         expected_seed = seed_values.get(name, False)
         assert seed[f"compression.{name}"] is expected_seed, name
@@ -140,11 +142,11 @@ def test_long_summary_frame_has_hermes_sizes_and_reads_back():
 
     # Hermes 0.19.0's prefix and marker are 1,632 and 84 characters (what its chars/4 decisions see); in
     # tokens 344 and 17 (cl100k_base), 345 and 18 (o200k_base). Ours, in our own words, match the
-    # characters exactly and the tokens within a few (the billed totals differ by that much per call).
+    # characters and the cl100k_base tokens exactly; o200k_base still counts the prefix 5 short.
     assert (len(LONG_SUMMARY_PREFIX), len(LONG_SUMMARY_END_MARKER)) == (1_632, 84)
-    for encoding, (prefix, marker) in (("cl100k_base", (344, 17)), ("o200k_base", (345, 18))):
+    for encoding, (prefix, marker), slack in (("cl100k_base", (344, 17), 0), ("o200k_base", (345, 18), 5)):
         count = text_counter(encoding)[0]
-        assert abs(count(LONG_SUMMARY_PREFIX) - prefix) <= 5 and abs(count(LONG_SUMMARY_END_MARKER) - marker) <= 1
+        assert abs(count(LONG_SUMMARY_PREFIX) - prefix) <= slack and count(LONG_SUMMARY_END_MARKER) == marker
     head = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "on it"}]
     tail = [{"role": "assistant", "content": "next"}]
     for spec, prefix, marker in (("hermes-0.19", LONG_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER),
@@ -192,6 +194,120 @@ def test_overflow_obeys_breaker_and_breaker_rearms():
         assert policy.allows("pressure") is hermes, spec
 
 
+def _fixed_strategy(compactor: Compactor, messages: list[dict], outcome: str, condensed: int) -> None:
+    """Make ``compactor`` return ``messages`` as its strategy's result, with that outcome."""
+    from types import SimpleNamespace
+
+    result = SimpleNamespace(messages=messages, tokens_before=10_000, tokens_after=10_400, aborted=False,
+                             condensed=condensed, record={"outcome": outcome, "latest_user": {"reinserted": False}})
+    compactor._strategy = lambda *_args: result
+
+
+def test_apply_any_change_applies_what_differs_and_judges_nothing_to_summarise_at_once():
+    messages = _conversation(3)
+    pruned = [*messages[:3], {**messages[3], "content": "[one line]"}, *messages[4:]]
+    for spec, applied in (("hermes-0.19", True), ("hermes-0.19,compression.apply_any_change=false", False)):
+        compactor = _compactor(f"{spec},model.context_length=16000")
+        _fixed_strategy(compactor, pruned[1:], "nothing_to_summarise", 0)
+        compaction = compactor.run(messages, trigger="turn")
+        assert compaction.changed is applied and compaction.messages[1:] == pruned[1:], spec
+        assert compaction.verdict["reasons"] == ["removed no message"] and not compactor.state.awaiting_usage
+    compactor = _compactor("hermes-0.19,model.context_length=16000")
+    _fixed_strategy(compactor, messages[1:], "compressed", 2)  # a summary that came out as the input
+    compaction = compactor.run(messages, trigger="turn")
+    assert not compaction.changed and not compaction.verdict["ineffective"] and not compactor.state.awaiting_usage
+
+
+def test_judge_by_estimate_off_leaves_a_grown_compaction_to_the_next_reading():
+    for spec, strike in (("hermes-0.19", False), ("hermes-0.19,compression.judge_by_estimate=true", True)):
+        compactor = _compactor(f"{spec},model.context_length=16000")
+        _fixed_strategy(compactor, _conversation(2)[1:], "compressed", 3)  # 10,000 -> 10,400 tokens
+        verdict = compactor.run(_conversation(3), trigger="pressure").verdict
+        assert verdict["ineffective"] is strike and compactor.state.awaiting_usage is (not strike), spec
+    policy = _compactor("hermes-0.19,model.context_length=16000").policy
+    from types import SimpleNamespace
+    empty_span = SimpleNamespace(tokens_before=10, tokens_after=12, aborted=False, condensed=0,
+                                 record={"outcome": "compressed"})
+    assert not policy.record(empty_span, "turn")["ineffective"] and policy.state.awaiting_usage
+
+
+def test_merged_summary_last_puts_the_own_text_first_under_header_and_reads_back():
+    from hermeslab.context.assemble import assemble, split_summary, summary_text
+    from hermeslab.context.types import MERGED_OWN_DELIMITER, MERGED_OWN_HEADER, is_summary_message
+    from hermeslab.core.tokens import text_counter
+
+    # Hermes 0.19.0's header and delimiter are 55 and 49 characters, 14/15 and 13/13 tokens (cl100k/o200k).
+    assert (len(MERGED_OWN_HEADER), len(MERGED_OWN_DELIMITER)) == (55, 49)
+    for encoding, sizes in (("cl100k_base", (14, 13)), ("o200k_base", (15, 13))):
+        count = text_counter(encoding)[0]
+        assert (count(MERGED_OWN_HEADER), count(MERGED_OWN_DELIMITER)) == sizes, encoding
+    head = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "on it"}]
+    tail = [{"role": "user", "content": "the next ask"}]  # the head forces user, the tail holds user: merged
+    for spec, own_first in (("hermes-0.19", True), ("seed", False)):
+        cfg = load_config(spec).compression
+        out, record = assemble(head, "## Goal\nbody", tail, cfg=cfg)
+        merged, text = out[-1], summary_text("## Goal\nbody", long_frame=cfg.long_summary_frame)
+        assert record["summary_role"] == "merged" and merged["_compressed_summary"]
+        expected = (f"{MERGED_OWN_HEADER}\nthe next ask\n\n{MERGED_OWN_DELIMITER}\n\n{text}" if own_first
+                    else f"{text}\n\nthe next ask")
+        assert merged["content"] == expected, spec
+        assert split_summary(merged) == ("## Goal\nbody", "the next ask")
+        assert is_summary_message({"role": "user", "content": merged["content"]})
+    parts = [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:x"}}]
+    out, _ = assemble(head, "b", [{"role": "user", "content": parts}], cfg=load_config("hermes-0.19").compression)
+    assert split_summary(out[-1]) == ("b", parts)
+    assert is_summary_message({"role": "user", "content": out[-1]["content"]})
+    assert not is_summary_message({"role": "user", "content": f"{MERGED_OWN_HEADER}\nno delimiter follows"})
+
+
+def test_unnamed_duplicate_reference_costs_what_hermes_marker_costs():
+    from hermeslab.context.prune import prune_messages
+    from hermeslab.core.tokens import text_counter
+
+    calls = [{"id": f"d{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}} for i in range(2)]
+    repeated = "the same file text\n" * 30
+    messages = [{"role": "user", "content": "read it twice"}, {"role": "assistant", "content": "", "tool_calls": calls},
+                {"role": "tool", "tool_call_id": "d0", "content": repeated},
+                {"role": "tool", "tool_call_id": "d1", "content": repeated}]
+    pruned, _ = prune_messages(messages, prune_boundary=len(messages), cfg=load_config("hermes-0.19").compression,
+                               head_end=0)
+    reference = pruned[2]["content"]
+    # Hermes 0.19.0's marker: 60 characters, 13 tokens in cl100k_base and in o200k_base.
+    assert reference != repeated and len(reference) == 60
+    assert all(text_counter(encoding)[0](reference) == 13 for encoding in ("cl100k_base", "o200k_base"))
+
+
+def test_usage_gap_settles_the_verdict_and_the_turn_check_estimates():
+    history = _conversation(40, size=2000)
+    for spec, settles in (("hermes-0.19", True), ("hermes-0.19,compression.usage_gap_settles_verdict=false", False)):
+        driver = _driver(f"{spec},model.context_length=16000")
+        compaction = driver.run(history, "pressure", None)
+        assert compaction.changed and driver.awaiting_reading and driver.compactor.state.awaiting_usage
+        driver.observe(5_000, None)  # the compacted prompt's reply carried no usage
+        assert driver.compactor.state.awaiting_usage is (not settles), spec
+        assert driver.last_prompt_tokens == (0 if settles else None), spec
+        # The per-turn check then measures the (uncompressed) history by Hermes's rough estimate.
+        assert (driver.after_tools(history, None) is not None) is settles, spec
+
+
+def test_compare_names_the_first_difference_and_the_compression_applied_on_one_side_only():
+    from hermeslab.eval.session_parity import compare
+
+    def run(compressions, total):
+        return {"calls": [{}] * 3, "prompt_tokens_total": total, "compressions": [
+            {"call": call, "trigger": trigger, "output_len": size, "changed": changed}
+            for call, trigger, size, changed in compressions]}
+
+    ours = run([(2, "turn", 9, False), (2, "pressure", 9, True)], 990)
+    hermes = run([(2, "turn", 9, True), (3, "turn", 11, True)], 1_000)
+    verdict = compare(ours, hermes)
+    assert not verdict["identical"] and verdict["total_diff_pct"] == -1.0
+    assert verdict["first_difference"] == {"index": 1, "hermeslab": (2, "pressure", 9), "hermes": (3, "turn", 11),
+                                           "applied_differs_at": 0}
+    same = compare(hermes, hermes)
+    assert same["identical"] and same["first_difference"] is None and same["total_diff_pct"] == 0.0
+
+
 # ---------------------------------------------------------------- against the real Hermes
 
 
@@ -214,10 +330,11 @@ def test_sessions_match_hermes_on_a_sample():
                                               encoding=session_encoding(recordings[0]))
             verdicts = [compare(hermeslab_session(r, config), h) for r, h in zip(recordings, theirs)]
             same = sum(v["identical"] for v in verdicts)
-            # Measured floor (40 of 40 in both files since the summary frame, grounding and breaker
-            # switches); raise it as the remaining causes are fixed.
-            assert same >= 0.95 * len(verdicts), (name, same, [v["first_difference"] for v in verdicts
+            # The target of the full benchmark: all but one in a hundred identical (40 of 40 here), and
+            # every prompt-token total within a tenth of a percent of Hermes's.
+            assert same >= 0.99 * len(verdicts), (name, same, [v["first_difference"] for v in verdicts
                                                                if not v["identical"]][:3])
+            assert max(abs(v["total_diff_pct"]) for v in verdicts) <= 0.1, name
             # Sessions that never compress are billed identically on both sides.
             for verdict, run in zip(verdicts, theirs):
                 if not run["compressions"] and verdict["identical"]:

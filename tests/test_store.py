@@ -368,7 +368,8 @@ def test_redaction_reaches_every_stored_copy_of_a_secret(lab_path):
         *chat.turn(1, user=f"my key is {secret}", result=f"found {secret}", final=f"stored {secret}"),
         listed,
         ErrorEvent(session_id="s1", turn=1, error_class="auth", message=f"bad key {secret}"),
-        ApiCallFinished(session_id="s1", turn=1, call_index=2, attempt=1, error_message=f"rejected {secret}"),
+        ApiCallFinished(session_id="s1", turn=1, call_index=2, attempt=1, error_message=f"rejected {secret}",
+                        finish_reason="partial", partial_text=f"so far {secret}"),
     ]
     login = {"name": "login", "arguments": json.dumps({"key": secret})}
     events.append(
@@ -378,6 +379,8 @@ def test_redaction_reaches_every_stored_copy_of_a_secret(lab_path):
     stored = all_text(lab)
     assert secret not in stored
     assert "my key is [REDACTED]" in stored and "found [REDACTED]" in stored
+    failed = lab.sql("SELECT partial_text FROM api_calls WHERE finish_reason = 'partial'")["partial_text"].tolist()
+    assert failed == ["so far [REDACTED]"]  # the text a failed call had received is kept, redacted
     assert json.loads(lab.messages("s1").iloc[-1]["tool_calls"])[0]["function"]["arguments"] == '{"key": "[REDACTED]"}'
 
 
@@ -628,6 +631,7 @@ def test_close_says_so_when_rows_could_not_be_written(lab_path):
 
 def test_the_writer_creates_the_default_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HERMESLAB_HOME", raising=False)
     assert store.default_lab_path() == tmp_path / ".hermeslab" / "lab.duckdb"
     chat = Conversation()
     write(store.default_lab_path(), [chat.start()])
@@ -666,6 +670,7 @@ def test_a_missing_file_reads_as_an_empty_lab_and_is_not_created(lab_path):
         "last_prompt_tokens",
         "prompt_tokens",
         "completion_tokens",
+        "estimated_calls",
     ]
     assert lab.lineage("s1") == []
     assert not lab_path.exists()
@@ -740,3 +745,18 @@ def test_the_lab_brings_an_empty_duckdb_file_up_to_date(lab_path):
     con = duckdb.connect(str(lab_path), read_only=True)
     assert schema_version(con) == SCHEMA_VERSION
     con.close()
+
+
+def test_a_turn_moved_to_a_child_session_by_a_compression_reads_continued(lab_path):
+    parent, child, lone = Conversation("parent"), Conversation("child"), Conversation("lone")
+    cut = parent.turn(2)
+    rotated = child.turn(2)
+    events = [parent.start(), *parent.turn(1), *cut[:5],
+              child.start(parent_session_id="parent", reason="compression"), *rotated[4:], *child.turn(3),
+              lone.start(), *lone.turn(1)[:5]]
+    lab = write(lab_path, events)
+    # A turn that never finished and went nowhere (a crash) stays without a status.
+    assert lab.turn_usage("lone")["status"].isna().all()
+    assert lab.turn_usage("parent")[["turn", "status", "api_calls"]].values.tolist() == [
+        [1, "completed", 2], [2, "continued", 1]]
+    assert lab.turn_usage("child")[["turn", "status"]].values.tolist() == [[2, "completed"], [3, "completed"]]

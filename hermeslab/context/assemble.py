@@ -5,7 +5,8 @@ the same role when that can be avoided (user after a system, assistant or tool
 head end; flipped when the tail starts with the same role); when neither role
 fits, the summary is merged into the first tail message, *ahead* of that
 message's own content, so the summary's closing line still points at the
-message the model must answer.
+message the model must answer (``merged_summary_last``: behind it, under a
+header, as Hermes merges).
 
 Tool pairs are then repaired. Results whose call was summarised are removed.
 Calls whose results were summarised are answered with a stub that points at
@@ -23,7 +24,8 @@ from hermeslab.core.messages import text_of
 from hermeslab.core.rough import is_image_part
 
 from .turns import has_tool_calls
-from .types import LEGACY_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER, LONG_SUMMARY_PREFIX, SUMMARY_END_MARKER, SUMMARY_PREFIX
+from .types import (LEGACY_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER, LONG_SUMMARY_PREFIX, MERGED_OWN_DELIMITER,
+                    MERGED_OWN_HEADER, SUMMARY_END_MARKER, SUMMARY_PREFIX)
 
 MISSING_RESULT_STUB = "[result not kept: this call and its outcome are covered by the handoff summary]"
 REMOVED_CALL_TEXT = "[tool call removed: it is covered by the handoff summary]"
@@ -42,9 +44,25 @@ def summary_text(body: str, *, long_frame: bool = False) -> str:
     return f"{SUMMARY_PREFIX}\n{body}\n\n{SUMMARY_END_MARKER}"
 
 
+def _split_own_first(content: Any) -> tuple[str, Any] | None:
+    """(summary text, own content or None) of a summary merged behind a message's own text; None otherwise."""
+    opening = f"{MERGED_OWN_HEADER}\n"
+    closing = f"\n\n{MERGED_OWN_DELIMITER}\n\n"
+    if isinstance(content, str) and content.startswith(opening) and (cut := content.find(closing)) >= 0:
+        return content[cut + len(closing):], content[len(opening):cut] or None
+    if (isinstance(content, list) and len(content) >= 2 and content[0] == {"type": "text", "text": opening}
+            and isinstance(content[-1], dict) and str(content[-1].get("text", "")).startswith(closing)):
+        return content[-1]["text"][len(closing):], content[1:-1] or None
+    return None
+
+
 def split_summary(message: dict[str, Any]) -> tuple[str, Any]:
-    """(summary body, the message's own content after the summary or None) of a summary message."""
+    """(summary body, the message's own content or None) of a summary message."""
     content = message.get("content")
+    own_first = _split_own_first(content)
+    if own_first is not None:
+        body, _ = split_summary({"content": own_first[0]})
+        return body, own_first[1]
     parts = content if isinstance(content, list) else None
     text = content if isinstance(content, str) else (text_of({"content": parts[:1]}) if parts else "")
     if text.startswith(LEGACY_SUMMARY_PREFIX):
@@ -78,9 +96,15 @@ def choose_summary_role(head: Sequence[dict], tail: Sequence[dict]) -> tuple[str
     return role, f"{role}: {'forced (a user turn is required here)' if forced else 'follows the ' + str(last_head)}"
 
 
-def merge_summary(message: dict[str, Any], text: str) -> dict[str, Any]:
-    """A copy of ``message`` with the summary text placed before its own content."""
+def merge_summary(message: dict[str, Any], text: str, *, own_first: bool = False) -> dict[str, Any]:
+    """A copy of ``message`` with the summary text placed before its own content (``own_first``: after it,
+    the own content under a header and closed by a line of its own)."""
     content = message.get("content")
+    if own_first:
+        closing = f"\n\n{MERGED_OWN_DELIMITER}\n\n{text}"
+        wrapped: Any = ([{"type": "text", "text": f"{MERGED_OWN_HEADER}\n"}, *content, {"type": "text", "text": closing}]
+                        if isinstance(content, list) else f"{MERGED_OWN_HEADER}\n{content or ''}{closing}")
+        return {**message, "content": wrapped, "_compressed_summary": True}
     if isinstance(content, list):
         merged: Any = [{"type": "text", "text": text}, *content]
     elif content:
@@ -176,7 +200,7 @@ def assemble(head: Sequence[dict], body: str, tail: Sequence[dict], *,
     role, why = choose_summary_role(head, tail)
     text = summary_text(body, long_frame=cfg.long_summary_frame)
     if role is None:
-        tail[0] = merge_summary(tail[0], text)
+        tail[0] = merge_summary(tail[0], text, own_first=cfg.merged_summary_last)
         out = head + tail
     else:
         out = head + [{"role": role, "content": text, "_compressed_summary": True}] + tail

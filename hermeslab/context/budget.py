@@ -87,11 +87,42 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     )
 
 
-def summary_budget(cfg: CompressionConfig, budgets: Budgets, summarised_tokens: int) -> int:
+#: Below this many tokens a summary cannot hold the template's headings and the open request.
+SUMMARY_FLOOR_TOKENS = 128
+
+
+def window_room(budgets: Budgets) -> int:
+    """Half of what the threshold leaves once the fixed cost and the verbatim tail are paid: the most a
+    summary may cost for the compressed prompt to keep room to grow before the next compression."""
+    return max(0, budgets.threshold_tokens - budgets.fixed_tokens - budgets.tail_token_budget) // 2
+
+
+def summary_room(budgets: Budgets, summarised_tokens: int) -> int:
+    """The most a summary may cost when it must fit the window (``summary_fits_window``).
+
+    The window's room, and half of what it replaces so that replacing it is a
+    real gain, though never less than a summary needs (``SUMMARY_FLOOR_TOKENS``).
+    """
+    return min(window_room(budgets), max(SUMMARY_FLOOR_TOKENS, max(0, summarised_tokens) // 2))
+
+
+def summary_budget(cfg: CompressionConfig, budgets: Budgets, summarised_tokens: int,
+                   replaced_tokens: int | None = None) -> int:
     """Target summary length: a share of what is summarised, within [minimum, cap].
 
     The minimum wins over a smaller cap: a handoff shorter than ``summary_min_tokens``
-    loses too much for small windows to be worth it.
+    loses too much for large windows to be worth it. With ``summary_fits_window`` the
+    window wins over both (see ``summary_room``, of ``replaced_tokens``: the span and
+    the earlier summary folded into the new one); the result is at least one token.
     """
+    budget = wanted_summary_budget(cfg, budgets, summarised_tokens)
+    if cfg.summary_fits_window:
+        replaced = summarised_tokens if replaced_tokens is None else replaced_tokens
+        budget = min(budget, summary_room(budgets, replaced))
+    return max(1, budget)
+
+
+def wanted_summary_budget(cfg: CompressionConfig, budgets: Budgets, summarised_tokens: int) -> int:
+    """The configured summary length before the window has its say: clamp(ratio × span, minimum, cap)."""
     proportional = int(max(0, summarised_tokens) * cfg.summary_ratio)
     return max(cfg.summary_min_tokens, min(proportional, budgets.max_summary_tokens))

@@ -37,12 +37,18 @@ class Compaction:
     verdict: dict[str, Any]
     duration_ms: float
     window: int
-    #: What produced it: the configured strategy, or ``fit_window`` (the overflow's last resort).
+    #: What produced it: the configured strategy, ``dropped_oldest`` (no summary could fit, the summarised
+    #: range was dropped) or ``fit_window`` (the overflow's last resort).
     strategy: str = "summary"
+    #: Whether the output differs from the input, when that decides (``apply_any_change``); None: whether
+    #: messages were summarised.
+    differs: bool | None = None
 
     @property
     def changed(self) -> bool:
-        return not self.result.aborted and self.result.condensed > 0
+        if self.result.aborted:
+            return False
+        return self.result.condensed > 0 if self.differs is None else self.differs
 
 
 class Compactor:
@@ -114,16 +120,23 @@ class Compactor:
         if not self.cfg.system_in_pipeline and messages and messages[0].get("role") == "system":
             system, messages = [messages[0]], messages[1:]  # held apart and put back unchanged
         result = self._strategy(messages, focus, budgets)
-        verdict = self.policy.record(result, trigger)
         out = result.messages
+        differs = None
+        if self.cfg.apply_any_change:
+            # Hermes compares compress()'s output before its wrapper puts the latest request back: a
+            # result that needed it back differed, even when it now equals the input.
+            latest = (getattr(result, "record", None) or {}).get("latest_user") or {}
+            differs = out != messages or bool(latest.get("reinserted"))
+        verdict = self.policy.record(result, trigger, changed=differs)
         if not result.aborted and result.condensed > 0:
             out = self._with_todos(out)
             if self.cfg.strategy != "summary":  # the pipeline counts its own compressions
                 self.state.compression_count += 1
         out = system + out if system else out
+        dropped = (getattr(result, "record", None) or {}).get("outcome") == "dropped_oldest"
         return Compaction(trigger=trigger, messages=out, result=result, verdict=verdict,
                           duration_ms=(time.perf_counter() - started) * 1000, window=self.window,
-                          strategy=self.cfg.strategy)
+                          strategy="dropped_oldest" if dropped else self.cfg.strategy, differs=differs)
 
     def fit(self, messages: list[dict[str, Any]], *, budget_tokens: int) -> Compaction:
         """Drop the oldest turns, then cut the longest texts, until ``messages`` cost at most ``budget_tokens``.

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 from ..core.rough import rough_messages_tokens, rough_tool_schema_tokens
 from ..core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, default_counter
 from .compactor import Compaction, Compactor
-from .policy import PREFLIGHT_PASSES, made_progress
+from .policy import AUTOMATIC_TRIGGERS, PREFLIGHT_PASSES, made_progress, parse_prompt_tokens
 
 Message = dict[str, Any]
 #: Share of the computed room a fit fills, so rounding and the calibration's drift cannot push it over.
@@ -84,6 +84,9 @@ class ContextDriver:
         self._last_real = 0
         self._rough_after_compression = 0
         self._rough_when_fit = 0
+        #: The history an automatic compression last found nothing to summarise in (its length and last
+        #: message): the same history is not tried again (``strike_when_nothing_to_summarise`` off).
+        self._idle: tuple[int, int] | None = None
 
     @property
     def window(self) -> int:
@@ -149,6 +152,9 @@ class ContextDriver:
         if self.compactor is not None and self.compactor.cfg.overflow_allowance_per_call:
             self.compactor.policy.overflow_attempts = 0
         if reported is None:
+            if awaited and self.compactor is not None and self.compactor.cfg.usage_gap_settles_verdict:
+                self.last_prompt_tokens = 0  # no reading of the compacted prompt: the per-turn check estimates
+                self.compactor.policy.observe_prompt_tokens(None)
             return
         self.calibration.observe(counted, reported)
         self.last_prompt_tokens = reported
@@ -245,9 +251,22 @@ class ContextDriver:
         """The per-turn check once tool results are in, on the reading of the call that asked for them."""
         if self.compactor is None or self.last_prompt_tokens is None:
             return None
-        if self.compactor.policy.should_compress(self.last_prompt_tokens, "turn"):
+        tokens = self.last_prompt_tokens
+        if tokens == 0:  # a compaction's prompt went unread (``usage_gap_settles_verdict``): Hermes's estimate
+            body = history[1:] if history and history[0].get("role") == "system" else history
+            tokens = rough_messages_tokens(body) + rough_tool_schema_tokens(tools)
+        if self.compactor.policy.should_compress(tokens, "turn"):
             return self.run(history, "turn", tools)
         return None
+
+    def lower_window_from(self, error_text: str) -> int | None:
+        """The window an overflow refusal states, when smaller than the one in use: every budget follows it."""
+        if self.compactor is None:
+            return None
+        limit = self.compactor.policy.overflow_limit(error_text, self.compactor.window)
+        if limit is not None:
+            self.compactor.lower_window(limit)
+        return limit
 
     def overflow(self, history: list[Message], tools: Sequence[dict] | None, error_text: str, *,
                  payload_too_large: bool, images_stripped: bool) -> OverflowStep:
@@ -256,7 +275,9 @@ class ContextDriver:
         Gives up when the turn's overflow compressions are spent, or when
         nothing changed and the count agrees that the prompt does not fit.
         When the count says it fits, the refusal was not about this prompt's
-        size and one more try is worth it.
+        size and one more try is worth it — unless the refusal states the
+        prompt's size (``fit_on_overflow``): that is a reading, and a count
+        below it is the tokenizers' difference, so the fit goes by the reading.
         """
         if self.compactor is None:
             return OverflowStep("give_up", 1, reason="compression is disabled (compression.enabled: false)")
@@ -265,16 +286,20 @@ class ContextDriver:
         blocked = policy.blocked_reason("overflow")
         if blocked is not None:
             return OverflowStep("give_up", attempt, reason=blocked)
-        limit = policy.overflow_limit(error_text, self.compactor.window)
-        if limit is not None:
-            self.compactor.lower_window(limit)
+        limit = self.lower_window_from(error_text)
+        stated = parse_prompt_tokens(error_text) if self.compactor.cfg.fit_on_overflow else None
+        ratio = None
+        if stated is not None:
+            counted = self.count_request(history, tools, history)
+            ratio = max(self.calibration.ratio, stated / max(counted, 1))
         tokens, count = self.measure(history, tools), len(history)
         compaction = self.run(history, "overflow", tools)
         ran = (compaction,) if compaction is not None else ()
         current = compaction.messages if compaction is not None and compaction.changed else history
         after = self.measure(current, tools)
-        if after > self.compactor.window and self.compactor.cfg.fit_on_overflow:
-            fitted = self._fit(current, tools)
+        read = max(after, stated) if stated is not None and current is history else after
+        if read > self.compactor.window and self.compactor.cfg.fit_on_overflow:
+            fitted = self._fit(current, tools, ratio)
             if fitted is not None:
                 return OverflowStep("compress", attempt, ran + (fitted,), limit)
         changed = compaction is not None and compaction.changed
@@ -286,17 +311,20 @@ class ContextDriver:
             return OverflowStep("give_up", attempt, ran, limit, reason="the conversation cannot be compressed further")
         return OverflowStep("retry", attempt, ran, limit)
 
-    def _fit(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
+    def _fit(self, history: list[Message], tools: Sequence[dict] | None,
+             ratio: float | None = None) -> Compaction | None:
         """Drop and cut until the request fits (``fit_on_overflow``); None when nothing could change.
 
         The target is the compression threshold (capped by the window), so the
         next calls have the same room to grow as after any compression. The
         budget is for the messages alone, in the counter's unit: the target less
         what the tool schemas and reply priming cost, corrected by the
-        provider's readings, with a small margin for rounding.
+        provider's readings (``ratio``: a refusal's reading, when it says more),
+        with a small margin for rounding.
         """
         target = min(self.compactor.window, self.compactor.budgets.threshold_tokens)
-        ratio = self.calibration.ratio if self.compactor.cfg.estimator != "rough" else 1.0
+        if ratio is None:
+            ratio = self.calibration.ratio if self.compactor.cfg.estimator != "rough" else 1.0
         budget = int((target - self.measure([], tools)) / max(ratio, 1e-9) * FIT_MARGIN)
         fitted = self.compactor.fit(history, budget_tokens=max(budget, 1))
         if not fitted.changed:
@@ -314,7 +342,13 @@ class ContextDriver:
     def run(self, history: list[Message], trigger: str, tools: Sequence[dict] | None,
             focus: str | None = None) -> Compaction | None:
         """One compression attempt; a changed context waits for the provider's reading of it."""
+        mark = (len(history), id(history[-1]) if history else 0)
+        if trigger in AUTOMATIC_TRIGGERS and self._idle == mark:
+            return None
         compaction = self.compactor.run(history, trigger=trigger, focus=focus, tools=tools)
+        outcome = (getattr(compaction.result, "record", None) or {}).get("outcome") if compaction else None
+        nothing = outcome == "nothing_to_summarise"
+        self._idle = mark if nothing and not self.compactor.cfg.strike_when_nothing_to_summarise else None
         if compaction is not None and compaction.changed:
             self.last_prompt_tokens = None
             self.awaiting_reading = True
@@ -332,5 +366,6 @@ class ContextDriver:
         """A new logical conversation (/new, /resume): no readings, a fresh compression state."""
         self.last_prompt_tokens = None
         self.awaiting_reading = False
+        self._idle = None
         if self.compactor is not None:
             self.compactor.reset()

@@ -473,6 +473,9 @@ def validate_request(request: SummaryRequest) -> None:
     budget = request.budget_tokens
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise ValueError(f"SummaryRequest.budget_tokens must be a positive int, got {budget!r}")
+    window = request.window_tokens
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
+        raise ValueError(f"SummaryRequest.window_tokens must be a positive int or None, got {window!r}")
     for name in ("previous_summary", "focus", "memory_context"):
         value = getattr(request, name)
         if value is not None and not isinstance(value, str):

@@ -18,7 +18,14 @@ summary and the assembly, and guarantees:
   summary — it is handed to the summariser as part of the focus and, if the
   summary still lacks it, prepended as an ``Original task:`` line;
 * a result that is not smaller than its input is refused; the pruned copy (or
-  the input) is returned instead, so no preset ever grows the context.
+  the input) is returned instead, so no preset ever grows the context;
+* every message that leaves the context is in the span handed to the
+  summariser (an earlier summary folded in counts) or, when no summary can fit
+  (``drop_when_summary_cannot_fit``: no room for one, a summary larger than
+  what it replaces, or none to be had at the size the window allows), named
+  in the record's ``dropped_indices`` under the outcome ``dropped_oldest``.
+  Under ``hermes-0.19`` (``summarise_whole_span`` off) the messages between the
+  head and a folded summary leave untraced, as in Hermes; they are named there too.
 
 With ``compression.anchors`` on, the summary also ends with the pinned anchor
 list (``anchors.py``): the facts of every span condensed so far, re-rendered
@@ -45,7 +52,8 @@ from hermeslab.core.tokens import (
 from .anchors import anchor_budget, collect_anchors, parse_anchor_block, render_anchor_block, split_anchor_block
 from .assemble import assemble, merge_summary, split_summary
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
-from .budget import Budgets, summary_budget
+from .budget import SUMMARY_FLOOR_TOKENS, Budgets, summary_budget, wanted_summary_budget, window_room
+from .drop import drop_range
 from .prune import PruneDecision, compute_prune_boundary, prune_messages
 from .summary import ground_task_snapshot
 from .turns import first_real_user_index, is_real_user_message
@@ -320,6 +328,8 @@ def _result(messages: list[dict], plan: CompressionPlan, *, cfg: CompressionConf
             body: str | None = None, condensed: int = 0) -> CompressionResult:
     saved = before - after
     effective = condensed > 0 and saved > 0 and saved >= cfg.min_saving * before
+    if outcome not in ("compressed", "dropped_oldest"):
+        record.pop("dropped_indices", None)  # nothing left the context
     record.update(outcome=outcome, tokens_before=before, tokens_after=after, messages_after=len(messages),
                   condensed=condensed, effective=effective)
     return CompressionResult(
@@ -353,6 +363,28 @@ def _pinned_anchors(messages: list[dict], plan: CompressionPlan, *, cfg: Compres
     return anchors, record
 
 
+class _Dropper:
+    """The ``dropped_oldest`` result of one compression, built on demand (``drop_when_summary_cannot_fit``)."""
+
+    def __init__(self, plan: CompressionPlan, cfg: CompressionConfig, record: dict,
+                 before: int, estimate: Callable[[Sequence[dict]], int], state: CompressionState,
+                 latest: tuple[int, dict] | None, keep: int | None):
+        self.plan, self.cfg, self.record = plan, cfg, record
+        self.before, self.estimate, self.state, self.latest, self.keep = before, estimate, state, latest, keep
+
+    def __call__(self) -> CompressionResult | None:
+        """The range dropped, or None when that would not shrink the context either."""
+        out, dropped = drop_range(self.plan.pruned, self.plan.boundary, self.latest, cfg=self.cfg, keep=self.keep)
+        after = self.estimate(out)
+        if after >= self.before or not dropped["dropped_indices"]:
+            return None
+        self.record["drop"] = dropped
+        self.record["dropped_indices"] = dropped["dropped_indices"]
+        self.state.compression_count += 1
+        return _result(out, self.plan, cfg=self.cfg, outcome="dropped_oldest", before=self.before, after=after,
+                       record=self.record, condensed=len(dropped["dropped_indices"]))
+
+
 def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, state: CompressionState,
              summariser: Summariser, focus: str | None = None,
              estimate_tokens: Callable[[Sequence[dict]], int] | None = None,
@@ -364,9 +396,13 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     plan = _plan(messages, cfg=cfg, budgets=budgets, state=state, sizes=sizes)
     record = dict(plan.record, messages_before=len(messages))
     before = estimate_tokens(messages)
-    if plan.boundary.empty:
+    if plan.boundary.empty or (not plan.span and cfg.summarise_whole_span):
+        # An empty span under summarise_whole_span: the range holds only the summary already there.
         return _result(plan.pruned, plan, cfg=cfg, outcome="nothing_to_summarise", before=before,
                        after=estimate_tokens(plan.pruned), record=record)
+    if plan.summary_index is not None and plan.summary_index > plan.boundary.start and not cfg.summarise_whole_span:
+        # Hermes summarises only what follows the folded summary: what precedes it leaves untraced.
+        record["dropped_indices"] = list(range(plan.boundary.start, plan.summary_index))
 
     head = plan.pruned[:plan.boundary.start]
     tail = plan.pruned[plan.boundary.end:]
@@ -382,8 +418,22 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
             request_focus = f"{focus}\n\n{line}" if focus else line
 
     span_tokens = sum(map(sizes, plan.span))
+    folded = plan.summary_index is not None and plan.summary_index >= plan.boundary.start
+    replaced_tokens = span_tokens + (sizes(plan.pruned[plan.summary_index]) if folded else 0)
+    latest_index, latest, merged = (_latest_user_request(messages, inside_summaries=cfg.keep_latest_user)
+                                    or (None, None, False))
+    room = window_room(budgets)
+    keep = plan.summary_index if folded and sizes(plan.pruned[plan.summary_index]) <= room else None
+    drop = _Dropper(plan, cfg, record, before, estimate_tokens, state,
+                    None if latest is None else (latest_index, latest), keep)
+    if cfg.summary_fits_window and cfg.drop_when_summary_cannot_fit and room < SUMMARY_FLOOR_TOKENS:
+        record["summary"] = {"budget_tokens": 0, "span_tokens": span_tokens, "skipped": "no room for a summary"}
+        if (dropped := drop()) is not None:
+            return dropped
     request = SummaryRequest(span=plan.span, previous_summary=plan.previous_summary, focus=request_focus,
-                             budget_tokens=summary_budget(cfg, budgets, span_tokens), memory_context=memory_context)
+                             budget_tokens=summary_budget(cfg, budgets, span_tokens, replaced_tokens),
+                             memory_context=memory_context,
+                             window_tokens=budgets.context_length if cfg.summary_fits_window else None)
     try:
         outcome = summariser.summarise(request)
     except Exception as exc:  # a summariser fault must not lose the conversation
@@ -394,6 +444,10 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
                          "usage_completion_tokens": outcome.usage_completion_tokens}
     body = (outcome.body or "").strip()
     if not body:
+        # With a budget the window cut, the failure is most likely the size: the range goes instead.
+        capped = cfg.summary_fits_window and room < wanted_summary_budget(cfg, budgets, span_tokens)
+        if capped and cfg.drop_when_summary_cannot_fit and (dropped := drop()) is not None:
+            return dropped
         kept = list(messages) if cfg.abort_keeps_original else plan.pruned
         return _result(kept, plan, cfg=cfg, outcome="aborted", before=before, after=estimate_tokens(kept),
                        record=record, summary=outcome)
@@ -413,8 +467,6 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
             inserted = f"{body}\n\n{render_anchor_block(anchors)}"
 
     assembled, record["assembly"] = assemble(head, inserted, tail, cfg=cfg)
-    latest_index, latest, merged = (_latest_user_request(messages, inside_summaries=cfg.keep_latest_user)
-                                    or (None, None, False))
     into_summary = False
     if cfg.reinsert_latest_user:
         reinserted = latest is not None and not _user_content_present(assembled, latest)
@@ -426,7 +478,13 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
                              "into_summary": into_summary}
 
     after = estimate_tokens(assembled)
-    if after >= before and cfg.refuse_no_gain:
+    count = rough_tokens if cfg.estimator == "rough" else count_text
+    oversized = cfg.summary_fits_window and count(inserted) >= replaced_tokens
+    if oversized:
+        record["summary"]["larger_than_span"] = True
+    if (after >= before or oversized) and cfg.drop_when_summary_cannot_fit and (dropped := drop()) is not None:
+        return dropped
+    if (after >= before or oversized) and cfg.refuse_no_gain:
         pruned_tokens = estimate_tokens(plan.pruned)
         kept = plan.pruned if pruned_tokens < before else list(messages)
         return _result(kept, plan, cfg=cfg, outcome="no_gain", before=before,

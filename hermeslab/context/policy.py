@@ -107,6 +107,33 @@ def _parse_number(text: str) -> int | None:
         return None
 
 
+_PROMPT_SIZE_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
+    # OpenAI: "However, your messages resulted in 1284 tokens"
+    r"messages resulted in\s*(\d[\d,]*)\s*tokens",
+    # vLLM: "you requested 4949 tokens (949 in the messages, 4000 in the completion)"
+    r"\(\s*(\d[\d,]*)\s*in the messages",
+    # vLLM: "your prompt contains at least 16500 input tokens", "your request has 1000 input tokens"
+    r"(?:prompt contains(?: at least)?|request has)\s*(\d[\d,]*)\s*input tokens",
+    # llama.cpp: "request (1100 tokens) exceeds the available context size", "\"n_prompt_tokens\": 1100"
+    r"request\s*\(\s*(\d[\d,]*)\s*tokens?\s*\)",
+    r"n_prompt_tokens[\"']?\s*[:=]\s*(\d[\d,]*)",
+    # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
+    r"prompt is too long:\s*(\d[\d,]*)\s*tokens?",
+))
+
+
+def parse_prompt_tokens(error_text: str) -> int | None:
+    """The size of the refused prompt as the provider counted it, when its error message states it; else None."""
+    if not isinstance(error_text, str):
+        return None
+    for pattern in _PROMPT_SIZE_PATTERNS:
+        match = pattern.search(error_text)
+        if match is not None:
+            value = int(match.group(1).replace(",", ""))
+            return value if value > 0 else None
+    return None
+
+
 def parse_context_limit(error_text: str) -> int | None:
     """The context window a provider's error message states, or None.
 
@@ -215,31 +242,40 @@ class CompressionPolicy:
             if self.cfg.breaker_rearms:
                 self.state.auto_disabled = False
 
-    def record(self, result: CompactionOutcome, trigger: str) -> dict:
+    def record(self, result: CompactionOutcome, trigger: str, *, changed: bool | None = None) -> dict:
         """Judge one finished compression; returns the verdict for the log.
 
         Ineffective: it replaced no message, or saved less than ``min_saving`` of
         the tokens. An effective one is judged again by the next prompt reading.
+        Without ``judge_by_estimate`` a compaction that inserted a summary is
+        judged by that reading alone, and ``changed`` False (the caller found the
+        output equal to its input) arms no verdict at all (Hermes).
         An abort (no summary) starts a cooldown instead of counting as a strike:
-        the cause is the summariser, not the conversation.
+        the cause is the summariser, not the conversation. Nor does an attempt
+        that found nothing to summarise strike, unless ``strike_when_nothing_to_summarise``
+        (Hermes): fixed costs over the threshold are no sign that compressing fails.
         """
         if trigger not in TRIGGERS:
             raise ValueError(f"unknown trigger {trigger!r}; expected one of {', '.join(sorted(TRIGGERS))}")
         if trigger == "overflow":
             self.overflow_attempts += 1
         reasons = []
+        outcome = (getattr(result, "record", None) or {}).get("outcome")
+        if outcome == "nothing_to_summarise" and not self.cfg.strike_when_nothing_to_summarise:
+            return {"trigger": trigger, "ineffective": False, "reasons": ["nothing to summarise"],
+                    "streak": self.state.ineffective_streak, "auto_disabled": self.state.auto_disabled}
         if result.aborted:
             self.state.cooldown_until = self.clock() + self.cfg.abort_cooldown_seconds
             reasons.append("aborted")
         else:
             saved = result.tokens_before - result.tokens_after
-            if result.condensed <= 0:
+            if result.condensed <= 0 and (self.cfg.judge_by_estimate or outcome != "compressed"):
                 reasons.append("removed no message")
-            elif saved <= 0 or saved < self.cfg.min_saving * result.tokens_before:
+            elif self.cfg.judge_by_estimate and (saved <= 0 or saved < self.cfg.min_saving * result.tokens_before):
                 reasons.append(f"saved {saved} of {result.tokens_before} tokens")
             if reasons:
                 self._strike()
-            else:
+            elif changed is not False:
                 self.state.awaiting_usage = True
         return {"trigger": trigger, "ineffective": bool(reasons) and not result.aborted, "reasons": reasons,
                 "streak": self.state.ineffective_streak, "auto_disabled": self.state.auto_disabled}

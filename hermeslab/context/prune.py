@@ -313,8 +313,8 @@ def _shrink_leaves(value: Any, limit: int) -> tuple[Any, int]:
 
 
 def _back_reference(later: dict, calls: dict, cfg: CompressionConfig) -> str:
-    if not cfg.name_duplicate_source:
-        return f"{DUPLICATE_MARKER} identical to the result of a later call"
+    if not cfg.name_duplicate_source:  # as long as Hermes's, and as many tokens (cl100k_base, o200k_base)
+        return f"{DUPLICATE_MARKER} same as the result of the later call"
     call_id = str(later.get("tool_call_id", ""))[:40]
     name = calls.get(later.get("tool_call_id", ""), ("tool", None))[0] or "tool"
     return f"{DUPLICATE_MARKER} identical to the later result of {name} call {call_id}"

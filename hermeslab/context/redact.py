@@ -16,7 +16,10 @@ rule over the whole text) gives. Private-key blocks span lines; they are
 matched over the whole text first, behind a substring check. Within a line, a
 rule runs its regex only when one of its substring triggers occurs, and
 case-insensitive rules run on a lower-cased copy with identical indices.
-``redact`` is idempotent: masked text is never masked again.
+``redact`` is idempotent: masked text is never masked again, and the rules
+run again over a text they changed until it settles, since a mask can leave
+the start of another token right behind it (``sk-...eyJ...`` masks the key
+up to the first dot, after which a JWT's payload stands alone).
 """
 
 from __future__ import annotations
@@ -155,6 +158,15 @@ def _run(rules: tuple[Rule, ...], text: str) -> str:
     return text
 
 
+def _settled(rules: tuple[Rule, ...], text: str) -> str:
+    """``_run`` again until nothing changes; each change masks more of the text, so this ends."""
+    while True:
+        redacted = _run(rules, text)
+        if redacted is text:
+            return text
+        text = redacted
+
+
 def _check(text: Any) -> None:
     if not isinstance(text, str):
         raise TypeError(f"redact() needs a str, got {type(text).__name__}")
@@ -163,7 +175,7 @@ def _check(text: Any) -> None:
 def redact_exhaustive(text: str) -> str:
     """Every rule over the whole text: the definition of what ``redact`` returns, and its slow reference."""
     _check(text)
-    return _run(RULES, text)
+    return _settled(RULES, text)
 
 
 def redact(text: str) -> str:
@@ -172,7 +184,7 @@ def redact(text: str) -> str:
     The result is ``redact_exhaustive(text)``; only the lines holding a marker are read by the rules.
     """
     _check(text)
-    text = _run(_MULTILINE_RULES, text)
+    text = _settled(_MULTILINE_RULES, text)
     shadow = _shadow(text)
     pieces: list[str] = []
     last = 0
@@ -181,7 +193,7 @@ def redact(text: str) -> str:
         start = shadow.rfind(b"\n", 0, hit.start()) + 1
         end = shadow.find(b"\n", hit.start())
         end = len(shadow) if end == -1 else end
-        pieces += (text[last:start], _run(_LINE_RULES, text[start:end]))
+        pieces += (text[last:start], _settled(_LINE_RULES, text[start:end]))
         last = end
         hit = _MARKERS.search(shadow, end)
     if not pieces:

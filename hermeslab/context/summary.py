@@ -6,6 +6,11 @@ out. Failures never escape: each model route has a cooldown ladder so a
 struggling provider is not hammered on every compaction, and a fallback
 summariser (normally the extractive one) answers instead, flagged, so the
 pipeline can record that the summary was not the model's.
+
+A request that names its window (``summary_fits_window``) gets a call sized
+to it: the prompt is shortened until it leaves room for the answer, the answer
+is capped by that room, and the model's refusal of the call as too large is an
+overflow (a shorter input, asked again), not a failure that cools the route down.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ from typing import Any, Callable
 
 from hermeslab.core.messages import text_of, tool_calls_of
 from hermeslab.core.provider import ChatRequest, Provider, ProviderError
+from hermeslab.core.tokens import REPLY_PRIMING, default_counter
 
+from ..recovery.classify import classify
+
+from .budget import SUMMARY_FLOOR_TOKENS
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
 from .redact import redact
-from .template import render_empty_template, replace_section
+from .template import render_compact_template, render_empty_template, replace_section
 from .turns import is_real_user_message
 from .types import Summariser, SummaryOutcome, SummaryRequest
 
@@ -39,15 +48,25 @@ TRANSIENT_LADDER = (60.0, 300.0, 900.0)
 #: Cooldown after any other failure (auth, quota, bad request, empty answer, ...).
 OTHER_COOLDOWN = 60.0
 TRANSIENT_CATEGORIES = frozenset({"timeout", "rate_limit", "overloaded", "server_error", "network"})
+#: A call fitted to a window fills at most this share of it by our count (a server's tokenizer may count more).
+WINDOW_MARGIN = 0.9
+#: Body lengths (characters) tried in turn when a fitted call's prompt leaves no room for the answer.
+FITTED_BODY_CHARS = (BODY_MAX_CHARS, 2_000, 800, 320, 160)
+#: Refusals as too large a fitted call answers by asking again with a shorter input, per route.
+OVERFLOW_RETRIES = 3
+#: The room assumed after each such refusal, as a share of the room before it.
+OVERFLOW_SHRINK = 0.75
 
 # ---------------------------------------------------------------- serialising the span
 
 
-def _shorten(body: str) -> str:
-    if len(body) <= BODY_MAX_CHARS:
+def _shorten(body: str, limit: int = BODY_MAX_CHARS) -> str:
+    """``body`` cut to its beginning and end around a marker when longer than ``limit`` characters."""
+    if len(body) <= limit:
         return body
-    omitted = len(body) - BODY_HEAD_CHARS - BODY_TAIL_CHARS
-    return f"{body[:BODY_HEAD_CHARS]}\n…[{omitted} characters omitted]…\n{body[-BODY_TAIL_CHARS:]}"
+    head, tail = (BODY_HEAD_CHARS, BODY_TAIL_CHARS) if limit == BODY_MAX_CHARS else (limit * 2 // 3, limit // 4)
+    omitted = len(body) - head - tail
+    return f"{body[:head]}\n…[{omitted} characters omitted]…\n{body[-tail:]}"
 
 
 def _flatten(content: Any) -> str:
@@ -85,11 +104,11 @@ def _call_line(call: Any) -> str:
     return f"- {function.get('name') or 'tool'}({arguments})"
 
 
-def serialise_span(messages: list[dict[str, Any]]) -> str:
+def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX_CHARS) -> str:
     """The span as labelled text blocks ([USER], [ASSISTANT], [TOOL RESULT id]) joined by blank lines.
 
-    Secrets are redacted before long bodies are shortened, so a cut can never
-    leave half a key that no rule recognises.
+    Secrets are redacted before bodies longer than ``body_chars`` are shortened,
+    so a cut can never leave half a key that no rule recognises.
     """
     if not isinstance(messages, list):
         raise TypeError(f"serialise_span() needs a list of messages, got {type(messages).__name__}")
@@ -105,7 +124,7 @@ def serialise_span(messages: list[dict[str, Any]]) -> str:
         body = _flatten(message.get("content"))
         if role == "assistant":
             body = strip_think(body)
-        block = f"{label}\n{_shorten(redact(body))}".rstrip()
+        block = f"{label}\n{_shorten(redact(body), body_chars)}".rstrip()
         calls = tool_calls_of(message)
         if calls:
             block += "\nTool calls:\n" + "\n".join(_call_line(call) for call in calls)
@@ -159,26 +178,33 @@ def _memory_block(memory_context: str) -> str:
     )
 
 
-def build_summary_prompt(request: SummaryRequest, *, today: str | None = None) -> str:
+def build_summary_prompt(request: SummaryRequest, *, today: str | None = None, body_chars: int = BODY_MAX_CHARS,
+                         compact: bool = False) -> str:
     """The single user message that asks a model for the summary.
 
     Order: preamble, first-pass or iterative instructions with the material,
     optional memory context, the template, the target size, the date rule
     (when ``today`` is given, YYYY-MM-DD) and, last so it weighs most, the focus.
+    A call that must fit a small window shortens every body (and the previous
+    summary) to ``body_chars`` and, ``compact``, shows the headings alone.
     """
     validate_request(request)
     parts = [_PREAMBLE]
-    turns = serialise_span(request.span)
+    turns = serialise_span(request.span, body_chars=body_chars)
     if request.previous_summary:
         parts.append(_ITERATIVE)
-        parts.append(f"PREVIOUS SUMMARY:\n{redact(request.previous_summary).strip()}")
+        previous = redact(request.previous_summary).strip()
+        if body_chars != BODY_MAX_CHARS:
+            previous = _shorten(previous, body_chars * 2)
+        parts.append(f"PREVIOUS SUMMARY:\n{previous}")
         parts.append(f"NEW TURNS TO MERGE:\n{turns}")
     else:
         parts.append(_FIRST_PASS)
         parts.append(f"TURNS TO SUMMARISE:\n{turns}")
     if request.memory_context:
         parts.append(_memory_block(request.memory_context))
-    parts.append(f"Use exactly these sections, in this order, as markdown '## ' headings:\n\n{render_empty_template()}")
+    template = render_compact_template() if compact else render_empty_template()
+    parts.append(f"Use exactly these sections, in this order, as markdown '## ' headings:\n\n{template}")
     parts.append(
         f"Target ~{request.budget_tokens} tokens. Be concrete: exact names, paths, ids, numbers and error text "
         "beat general description."
@@ -330,6 +356,48 @@ class RouteState:
 # ---------------------------------------------------------------- the summariser
 
 
+class SummaryCallTooLarge(Exception):
+    """Even the shortest prompt leaves the window too little room for a summary of the asked size."""
+
+
+def fit_summary_call(request: SummaryRequest, window: int, *, today: str | None = None) -> tuple[str, int]:
+    """(prompt, max_tokens) of a summary call whose prompt and answer fit ``window`` tokens together.
+
+    The full prompt is tried first; then the template's headings alone, then
+    ever shorter bodies. The answer gets twice the target size when the window
+    leaves that much, and never less than the target itself; when even the
+    shortest prompt leaves less, the target comes down to what is left, as long
+    as that still holds a summary (``SUMMARY_FLOOR_TOKENS``).
+    """
+    usable = int(window * WINDOW_MARGIN)
+    shapes = [(BODY_MAX_CHARS, False)] + [(chars, True) for chars in FITTED_BODY_CHARS]
+    room = 0
+    for body_chars, compact in shapes:
+        prompt = build_summary_prompt(request, today=today, body_chars=body_chars, compact=compact)
+        room = usable - _prompt_cost(prompt)
+        if room >= request.budget_tokens:
+            return prompt, min(2 * request.budget_tokens, room)
+    target = room
+    while target >= min(SUMMARY_FLOOR_TOKENS, request.budget_tokens):
+        smaller = replace(request, budget_tokens=target)
+        prompt = build_summary_prompt(smaller, today=today, body_chars=FITTED_BODY_CHARS[-1], compact=True)
+        if usable - _prompt_cost(prompt) >= target:
+            return prompt, target
+        target -= max(1, target // 10)
+    raise SummaryCallTooLarge(
+        f"a summary of ~{request.budget_tokens} tokens cannot fit the {window:,}-token window beside even the "
+        f"shortest prompt for {len(request.span)} messages")
+
+
+def _prompt_cost(prompt: str) -> int:
+    return default_counter.count_message({"role": "user", "content": prompt}, remember=False) + REPLY_PRIMING
+
+
+def _is_overflow(error: BaseException) -> bool:
+    """The provider refused the call as too large for its window (the prompt, or the answer it was asked for)."""
+    return isinstance(error, ProviderError) and classify(error).name in ("context_overflow", "output_cap")
+
+
 def _today() -> str | None:
     return _dt.date.today().isoformat()
 
@@ -383,10 +451,16 @@ class LLMSummariser:
             if now < state.cooldown_until:
                 errors.append(f"{route} is cooling down for {state.cooldown_until - now:.0f} s after: {state.last_error}")
                 continue
-            if prompt is None:
-                prompt = build_summary_prompt(request, today=self._today())
             try:
-                outcome = self._call(route, prompt, request)
+                if request.window_tokens is not None:
+                    outcome = self._fitted_call(route, request, request.window_tokens)
+                else:
+                    if prompt is None:
+                        prompt = build_summary_prompt(request, today=self._today())
+                    outcome = self._call(route, prompt, request, 2 * request.budget_tokens)
+            except SummaryCallTooLarge as error:  # the request's size, not the route's health: no cooldown
+                errors.append(f"{route}: {error}")
+                continue
             except Exception as error:  # any failure must reach the cooldown and fallback, never the caller
                 errors.append(self._record_failure(route, state, error))
                 continue
@@ -396,9 +470,28 @@ class LLMSummariser:
             return outcome
         return self._without_model(request, "; ".join(errors))
 
-    def _call(self, route: str, prompt: str, request: SummaryRequest) -> SummaryOutcome:
+    def _fitted_call(self, route: str, request: SummaryRequest, window: int) -> SummaryOutcome:
+        """One call sized to ``window``; a refusal as too large shortens the input and asks again.
+
+        The provider's tokenizer may count the prompt higher than ours, so each
+        refusal lowers the room assumed; after ``OVERFLOW_RETRIES`` of them the
+        request is as good as too large for this route.
+        """
+        room = window
+        for _ in range(OVERFLOW_RETRIES + 1):
+            prompt, max_tokens = fit_summary_call(request, room, today=self._today())
+            try:
+                return self._call(route, prompt, request, max_tokens)
+            except ProviderError as error:
+                if not _is_overflow(error):
+                    raise
+                room = int(room * OVERFLOW_SHRINK)
+        raise SummaryCallTooLarge(f"refused as too large {OVERFLOW_RETRIES + 1} times, the last at "
+                                  f"{int(room / OVERFLOW_SHRINK):,} tokens of room")
+
+    def _call(self, route: str, prompt: str, request: SummaryRequest, max_tokens: int) -> SummaryOutcome:
         response = self.provider.complete(
-            ChatRequest(messages=[{"role": "user", "content": prompt}], model=route, max_tokens=2 * request.budget_tokens)
+            ChatRequest(messages=[{"role": "user", "content": prompt}], model=route, max_tokens=max_tokens)
         )
         body = strip_think(text_of(response.message or {}))
         if not body:

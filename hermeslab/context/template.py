@@ -71,6 +71,11 @@ def render_empty_template() -> str:
     return "\n\n".join(f"## {heading}\n{instruction}" for heading, instruction in SECTIONS)
 
 
+def render_compact_template() -> str:
+    """The headings alone, for a summary call whose window cannot also hold the instructions."""
+    return "\n".join(f"## {heading}" for heading in HEADINGS)
+
+
 def _scan(body: str) -> list[tuple[str, int, int]]:
     """(heading, start of heading line, start of content) for each known heading outside code fences.
 

@@ -48,8 +48,14 @@ LONG_SUMMARY_PREFIX = SUMMARY_PREFIX + (
     " listed as done: check when unsure, never redo them:"
 )
 
-#: The closing line that goes with ``LONG_SUMMARY_PREFIX`` (Hermes's marker's length; one token more).
-LONG_SUMMARY_END_MARKER = "=== END OF THE RECORD -- answer the message right after this line, not the notes ==="
+#: The closing line that goes with ``LONG_SUMMARY_PREFIX`` (Hermes's marker's length and token counts).
+LONG_SUMMARY_END_MARKER = "=== END OF BACKGROUND -- answer the message right after this line, not the notes ==="
+
+#: ``merged_summary_last``: the header over a message's own text when a summary is merged
+#: behind it, and the line between that text and the summary (as long as Hermes's, and as
+#: many tokens in cl100k_base and o200k_base).
+MERGED_OWN_HEADER = "[RETAINED TEXT - kept as background, not a new request]"
+MERGED_OWN_DELIMITER = "[END OF KEPT MESSAGE -- THE HANDOFF SUMMARY NEXT]"
 
 #: Prefix Hermes used for summaries in older sessions; still recognised on import.
 LEGACY_SUMMARY_PREFIX = "[CONTEXT SUMMARY]:"
@@ -64,6 +70,9 @@ class SummaryRequest:
     focus: str | None
     budget_tokens: int
     memory_context: str | None = None
+    #: The window the summary call must fit, prompt and answer together (``summary_fits_window``);
+    #: None leaves the call's size to the provider.
+    window_tokens: int | None = None
 
 
 @dataclass
@@ -111,4 +120,13 @@ def is_summary_message(message: dict[str, Any]) -> bool:
     text = content if isinstance(content, str) else _leading_text(message)
     # Skip leading whitespace without copying: tool outputs run to many kilobytes.
     start = _LEADING_SPACE.match(text).end() if text[:1].isspace() else 0
+    if text.startswith(MERGED_OWN_HEADER, start):  # merged behind a message's own text
+        if isinstance(content, list):  # the delimiter and the summary open the last text part
+            text = next((str(p.get("text", "")) for p in reversed(content)
+                         if isinstance(p, dict) and p.get("type") == "text"), "")
+        delimiter = text.find(MERGED_OWN_DELIMITER, start if isinstance(content, str) else 0)
+        if delimiter < 0:
+            return False
+        start = delimiter + len(MERGED_OWN_DELIMITER)
+        start = _LEADING_SPACE.match(text, start).end()
     return text.startswith(_PREFIXES, start)

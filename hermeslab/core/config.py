@@ -34,6 +34,14 @@ class ModelConfig:
     temperature: float | None = None
     #: Seconds before the HTTP client gives up on one call.
     timeout: float = 120.0
+    #: ``tool_choice`` sent when tools are offered: auto, none or required; null (or omit) sends none, leaving
+    #: the server's default, which at some servers means the tools are ignored.
+    tool_choice: str | None = "auto"
+
+    def __post_init__(self) -> None:
+        if self.tool_choice not in (None, "auto", "none", "required", "omit"):
+            raise ConfigError(f"model.tool_choice: expected auto, none, required or omit (null), "
+                              f"got {self.tool_choice!r}")
 
 
 @dataclass
@@ -182,6 +190,35 @@ class CompressionConfig:
     #: request of the summarised span, quoted, up to 1,400 characters (Hermes grounds every
     #: model summary this way; seed leaves the section as the summariser wrote it).
     ground_task_snapshot: bool = False
+    #: Apply a result exactly when it differs from its input (Hermes): a pruned copy with nothing to
+    #: summarise too, and one equal to its input is no compaction; off, when it summarised messages.
+    apply_any_change: bool = False
+    #: Strike at once a compaction that removed no message or saved under ``min_saving``; off, one that
+    #: inserted a summary is judged by the next prompt reading alone (Hermes).
+    judge_by_estimate: bool = True
+    #: A summary merged into a message goes behind its own text, under a header (Hermes's layout, our
+    #: words at its length); off, ahead of it, so its closing line points at the text to answer.
+    merged_summary_last: bool = False
+    #: A reply without usage right after a compaction settles its verdict unjudged, and the per-turn
+    #: check then uses the rough estimate of messages and tool schemas (Hermes); off, both wait.
+    usage_gap_settles_verdict: bool = False
+    #: The summary fits the window it must live in: its budget is at most half the span it
+    #: replaces and half the room the threshold leaves beside the fixed cost and the tail; the
+    #: summariser is told the window, caps its output by what its prompt leaves, and a refusal of
+    #: its own request as too large shortens its input and asks again (Hermes: a budget of at
+    #: least 2,000 tokens whatever the window, and an overflow is an ordinary failure that cools
+    #: the route down).
+    summary_fits_window: bool = True
+    #: When no summary can make a compression gain (the room is below a useful summary, the
+    #: summary would not shrink the context, or none could be had at the size the window allows),
+    #: the summarised range is dropped instead, counted in the record (``dropped_oldest``), rather
+    #: than the attempt refused (Hermes applies whatever compress() returns).
+    drop_when_summary_cannot_fit: bool = True
+    #: A compression that found nothing to summarise counts as ineffective for the anti-thrash
+    #: breaker (Hermes strikes every no-op, so fixed costs over the threshold switch automatic
+    #: compression off for the conversation); off, it is logged and only repeated once the
+    #: history has changed.
+    strike_when_nothing_to_summarise: bool = False
     # ---- trigger switches (seed value first; hermes-0.19 sets Hermes's agent behaviour)
     #: After a compression the pressure check waits for the provider's reading of the compressed
     #: prompt; on, the preflight and pressure checks defer as Hermes does instead: while that
@@ -231,7 +268,7 @@ class AgentConfig:
 
 @dataclass
 class StoreConfig:
-    #: The lab database. None: ``.hermeslab/lab.duckdb`` under the current directory.
+    #: The lab database. None: ``lab.duckdb`` in ``$HERMESLAB_HOME``, else in ``.hermeslab`` here (``hermeslab.home``).
     path: str | None = None
     enabled: bool = True
 

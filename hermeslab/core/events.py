@@ -124,11 +124,15 @@ class ApiCallFinished(Event):
     reasoning_tokens: int = 0
     #: True when the provider reported no usage and the counts are our estimate.
     usage_estimated: bool = False
+    #: Why the call was made: ``turn`` (the user's turn) or ``review`` (the background memory review).
+    purpose: str = "turn"
     latency_ms: float = 0.0
     finish_reason: str | None = None
     error_class: str | None = None
     error_message: str | None = None
     status_code: int | None = None
+    #: Text a failed call streamed before it broke off (its finish reason is then ``partial``).
+    partial_text: str | None = None
 
 
 # ---------------------------------------------------------------- tools
@@ -162,14 +166,22 @@ class CompressionEvent(Event):
     kind: ClassVar[str] = "compression"
     trigger: str
     strategy: str = "summary"
+    #: The compressor's own count of the messages, in the unit its thresholds use (no tool schemas).
     tokens_before: int = 0
     tokens_after: int = 0
+    #: The prompt as it is sent (messages, tool schemas and reply priming), counted locally and corrected
+    #: by the provider's readings so far: the figure to set beside the logged prompt tokens. None when unknown.
+    prompt_tokens_before: int | None = None
+    prompt_tokens_after: int | None = None
     messages_before: int = 0
     messages_after: int = 0
+    #: Messages that left the context without a summary (``dropped_oldest``, ``fit_window``).
+    messages_dropped: int = 0
     compress_start: int | None = None
     compress_end: int | None = None
     summary_tokens: int = 0
     duration_ms: float = 0.0
+    #: The context changed and the attempt was not judged ineffective (a no-op attempt is logged too).
     effective: bool = True
     fallback_used: bool = False
     #: ``rotation`` (the history continues in ``new_session_id``), ``in_place`` (rows before

@@ -128,11 +128,31 @@ def receive(provider: Provider, request: ChatRequest, *, stream: bool, on_delta:
     raise ProviderError("the stream ended without a final response", error_type="invalid_response")
 
 
+#: What an estimated prompt figure counts, for the labels that show one. It is not calibrated: with no
+#: reading from the provider there is nothing honest to correct it by.
+ESTIMATE_COUNTS = ("local count of the messages and tool schemas sent, "
+                   "more than the server counts if its template drops any")
+
+
 def usage_or_estimate(response: ChatResponse, estimate: int) -> tuple[Usage, bool]:
-    """The provider's usage, or (flagged True) ``estimate`` for the prompt and a count of the reply."""
-    if response.usage is not None:
-        return response.usage, False
+    """The provider's usage, or (flagged True) our figures where the provider gave none.
+
+    ``estimate`` is the local count of the request as sent (messages, tool schemas
+    and reply priming), which a server whose chat template drops the tool schemas
+    or the system prompt never saw: it is a figure to label, never to present as
+    measured. A usage object of all zeros (what some servers send when they do
+    not count) is no report; a report without a prompt count keeps its other
+    counts and takes ``estimate`` for the prompt, still flagged.
+    """
+    usage = response.usage
+    if usage is not None and usage.prompt_tokens > 0:
+        return usage, False
+    if usage is not None and usage.completion_tokens > 0:
+        return Usage(prompt_tokens=estimate, completion_tokens=usage.completion_tokens,
+                     cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                     reasoning_tokens=usage.reasoning_tokens), True
     message = response.message
-    completion = count_text(message.get("content") or "") + sum(
+    reasoning = count_text(response.reasoning or "")
+    completion = count_text(message.get("content") or "") + reasoning + sum(
         count_text((call.get("function") or {}).get("arguments") or "") for call in message.get("tool_calls") or ())
-    return Usage(prompt_tokens=estimate, completion_tokens=completion), True
+    return Usage(prompt_tokens=estimate, completion_tokens=completion, reasoning_tokens=reasoning), True

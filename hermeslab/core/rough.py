@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .cache import bounded_put
 from .messages import Message
@@ -35,6 +35,10 @@ ROUGH_MESSAGE_OVERHEAD = 10
 #: Fields some providers need replayed verbatim; they occupy the window like content.
 REPLAY_FIELDS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items",
                  "codex_message_items")
+#: Contents this long are measured without writing their repr (and remembered by identity).
+LONG_STRING = 256
+#: Tool-call arguments this long likewise (below it, the repr of the whole call is cheaper).
+LONG_ARGUMENTS = 1_024
 _IMAGE_PART_TYPES = frozenset({"image_url", "image", "input_image"})
 
 
@@ -87,7 +91,7 @@ def rough_message_tokens(message: Message) -> int:
     """Hermes's budget-walk estimate of one message."""
     tokens = _rough_content_chars(message.get("content")) // 4 + ROUGH_MESSAGE_OVERHEAD
     for call in message.get("tool_calls") or ():
-        tokens += len(str(call)) // 4
+        tokens += call_repr_length(call, _repr_sizes.text_length) // 4
     for key in REPLAY_FIELDS:
         value = message.get(key)
         if value:
@@ -112,14 +116,12 @@ class _ReprSizes:
     and the repr of a long tool result costs far more than a lookup. A message
     seen again is the same dict (hermeslab never edits inside one); the entry is
     still checked against the message's content, calls and key count, and keeps
-    the message alive so its id cannot be reused. The repr length of a long
-    content string is remembered too, since a replay puts the same recorded
-    texts into new message dicts every time: such a message is measured as
-    its other items plus that length. Full: the oldest tenth goes.
+    the message alive so its id cannot be reused. The repr lengths of long
+    contents and call arguments are remembered too, since a replay puts the
+    same recorded texts into new message dicts every time: such a message is
+    measured as its other items plus those lengths, which are counted rather
+    than written out (``str_repr_length``). Full: the oldest tenth goes.
     """
-
-    #: Content shorter than this is measured with its message (cheaper than remembering it).
-    LONG_STRING = 256
 
     def __init__(self, max_entries: int = 20_000, max_strings: int = 100_000):
         self._seen: dict[int, tuple[Message, Any, Any, int, int, int]] = {}
@@ -142,24 +144,78 @@ class _ReprSizes:
         return chars, images
 
     def _dict_length(self, message: Message) -> int:
-        content = message.get("content") if type(message) is dict else None
-        if type(content) is not str or len(content) < self.LONG_STRING:
+        if type(message) is not dict:
             return len(str(message))
-        rest = dict(message)
-        rest["content"] = ""  # repr "''": two characters in place of the content's repr
-        return len(str(rest)) - 2 + self._repr_length(content)
+        content, calls = message.get("content"), message.get("tool_calls")
+        long_content = type(content) is str and len(content) >= LONG_STRING
+        long_calls = bool(calls) and type(calls) is list and any(map(_long_arguments, calls))
+        if not (long_content or long_calls):
+            return len(str(message))
+        rest, extra = dict(message), 0
+        if long_content:
+            rest["content"] = ""  # repr "''": two characters in place of the content's repr
+            extra += self.text_length(content) - 2
+        if long_calls:
+            rest["tool_calls"] = []  # repr "[]" in place of "[call, call]"
+            extra += sum(call_repr_length(call, self.text_length) for call in calls) + 2 * (len(calls) - 1)
+        return len(str(rest)) + extra
 
-    def _repr_length(self, text: str) -> int:
+    def text_length(self, text: str) -> int:
+        """``len(repr(text))``, remembered by identity for long texts."""
+        if len(text) < LONG_STRING:
+            return len(repr(text))
         entry = self._strings.get(id(text))
         if entry is not None and entry[0] is text:
             return entry[1]
-        size = len(repr(text))
+        size = str_repr_length(text)
         with self._lock:
             bounded_put(self._strings, id(text), (text, size), self._max_strings)
         return size
 
 
 _repr_sizes = _ReprSizes()
+
+
+def _long_arguments(call: Any) -> bool:
+    function = call.get("function") if type(call) is dict else None
+    arguments = function.get("arguments") if type(function) is dict else None
+    return type(arguments) is str and len(arguments) >= LONG_ARGUMENTS
+
+
+def call_repr_length(call: Any, text_length: Callable[[str], int]) -> int:
+    """``len(str(call))`` of a tool call; long arguments (a whole file written) are measured by ``text_length``."""
+    if not _long_arguments(call):
+        return len(str(call))
+    shell = dict(call)
+    shell["function"] = {**call["function"], "arguments": ""}  # repr "''" in place of the arguments' repr
+    return len(str(shell)) - 2 + text_length(call["function"]["arguments"])
+
+
+#: The ASCII characters a str repr writes as they are: printable, and neither a backslash nor a quote.
+_PLAIN_ASCII = bytes(c for c in range(32, 127) if chr(c) not in "\\'\"")
+
+
+def str_repr_length(text: str) -> int:
+    """``len(repr(text))`` without building the repr, for the long tool outputs the list estimate measures.
+
+    An ASCII text's repr is its characters, two quotes and the escapes, so
+    those are counted on the few characters left once the plain ones are
+    deleted (C-speed passes, a third of the repr's time): a backslash, newline,
+    carriage return or tab takes two characters, another control character
+    four (``\\xNN``), and a single quote two unless the text has single quotes
+    and no double ones (the repr is then double-quoted). Other texts take
+    the repr itself.
+    """
+    if not text.isascii():
+        return len(repr(text))
+    special = text.encode("ascii").translate(None, _PLAIN_ASCII)
+    if not special:
+        return len(text) + 2
+    two_char = special.count(b"\\") + special.count(b"\n") + special.count(b"\r") + special.count(b"\t")
+    singles, doubles = special.count(b"'"), special.count(b'"')
+    controls = len(special) - two_char - singles - doubles
+    escaped_singles = 0 if singles and not doubles else singles
+    return len(text) + 2 + two_char + 3 * controls + escaped_singles
 
 
 def rough_list_share_tokens(message: Message) -> int:

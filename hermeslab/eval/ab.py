@@ -8,7 +8,9 @@ function), sends the rest to an executor in chunks, stores each outcome as it
 arrives, and returns the rows in a fixed order — configs in the order given,
 sessions in input order — so a rerun, a resumed run and a run on another
 executor give the same frame. A cell that raises becomes a row with status
-``error`` and the error text; the run goes on.
+``error`` and the error text; the run goes on. A cell may also keep its row
+with a note on how to read it (a mapping with a ``note`` string attribute,
+``eval.checked.NotedRow``), stored in the row's ``note`` column.
 
 Two guards keep a comparison honest. Every row carries ``failed_turns`` (turns
 that ended without an answer), which ``stats.paired_compare`` counts and can
@@ -33,6 +35,7 @@ import sys
 import time
 import traceback
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +74,16 @@ class ReplayCell:
     ``exam`` (``eval.exam.ExamSettings``) adds the recall exam, asked of the
     endpoint the config names (a config without one is a ValueError).
     ``counter`` is the unit every config is billed in (``replay(counter=...)``;
-    None: exact counts in the recorded model's encoding).
+    None: exact counts in the recorded model's encoding). A run whose
+    summariser fell back fails (``eval.checked.SummaryFallbackError``) unless
+    ``allow_summary_fallback``, which keeps its row with a note; an exam that
+    scored no question always keeps the row, with a note.
     """
 
     summariser: Any = None
     exam: Any = None
     counter: str | None = None
+    allow_summary_fallback: bool = False
 
     def __post_init__(self) -> None:
         # Load the agent stack here, in the process that plans the run: forked workers then inherit it
@@ -86,25 +93,29 @@ class ReplayCell:
 
         if self.exam is not None and not isinstance(self.exam, ExamSettings):
             raise TypeError(f"exam must be an ExamSettings or None, got {type(self.exam).__name__}")
+        if not isinstance(self.allow_summary_fallback, bool):
+            raise TypeError(f"allow_summary_fallback must be True or False, got {self.allow_summary_fallback!r}")
 
     def __call__(self, recording: Recording, config: Config) -> dict[str, float | int]:
-        from .metrics import measure
+        from .checked import checked_row
         from .replay import replay
 
-        if self.exam is None:
-            return measure(replay(recording, config, summariser=self.summariser, counter=self.counter))
-        from .exam import exam_at_endpoint, require_endpoint
+        if self.exam is not None:
+            from .exam import require_endpoint
 
-        require_endpoint(config)
-        run = replay(recording, config, summariser=self.summariser, counter=self.counter)
-        return {**measure(run), **exam_at_endpoint(run, config, self.exam)}
+            require_endpoint(config)
+        # The fast replay: the same loop and decisions (tests/test_one_engine.py) without the events no row reads.
+        run = replay(recording, config, summariser=self.summariser, counter=self.counter, fast=True)
+        return checked_row(run, config, exam=self.exam, allow_summary_fallback=self.allow_summary_fallback)
 
     @property
     def identity(self) -> str:
+        """Kept and failed fallbacks are named apart, so a resumed run never reuses a row the other policy made."""
         source = "config" if self.summariser is None else describe(self.summariser)
         exam = "" if self.exam is None else f", exam={self.exam.identity}"
         counter = "" if self.counter is None else f", counter={self.counter}"
-        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam}{counter})"
+        kept = ", summary_fallback=kept" if self.allow_summary_fallback else ""
+        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam}{counter}{kept})"
 
 
 def describe(obj: Any) -> str:
@@ -153,6 +164,8 @@ class CellOutcome:
     config_hash: str
     metrics: dict[str, float | int | None] | None = None
     error: str | None = None
+    #: What a kept row must be read with (the row's ``note`` attribute).
+    note: str | None = None
 
 
 def run_cell(cell: Cell, recording: Recording, config: Config, config_hash: str) -> CellOutcome:
@@ -160,9 +173,18 @@ def run_cell(cell: Cell, recording: Recording, config: Config, config_hash: str)
     try:
         row = cell(recording, config)
         metrics = flat_metrics(row)
+        note = row_note(row)
     except Exception as exc:
         return CellOutcome(recording.id, config_hash, error=error_text(exc))
-    return CellOutcome(recording.id, config_hash, metrics)
+    return CellOutcome(recording.id, config_hash, metrics, note=note)
+
+
+def row_note(row: Any) -> str | None:
+    """The ``note`` attribute of a cell's row: None, or a non-empty string (anything else is a TypeError)."""
+    note = getattr(row, "note", None)
+    if note is not None and (not isinstance(note, str) or not note.strip()):
+        raise TypeError(f"a row's note must be a non-empty string or None, got {note!r:.60}")
+    return note
 
 
 def flat_metrics(row: Any) -> dict[str, float | int | str | None]:
@@ -398,9 +420,11 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
 
     The frame has ``session_id``, ``config``, ``config_hash``, ``run_id``
     (of the run that computed the row), ``cell``, ``status`` (``ok`` or
-    ``error``), ``error`` and one column per metric, ``failed_turns`` always
-    among them (empty where the cell function does not report it, or for
-    cells reused from a file written before the column existed).
+    ``error``), ``error``, ``note`` (what an ``ok`` row must be read with,
+    such as summaries its summariser's fallback wrote) and one column per
+    metric, ``failed_turns`` always among them (empty where the cell function
+    does not report it, or for cells reused from a file written before the
+    column existed).
     ``frame.attrs`` holds ``run_id`` and ``problems`` (``RecordingProblem``s
     of what was skipped: path, line, reason).
 
@@ -448,7 +472,7 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
             for outcome in _execute(chosen, shared, chunks, progress):
                 store.add([CellRow(outcome.session_id, name_of[outcome.config_hash], outcome.config_hash,
                                    run.run_id, identity, "error" if outcome.error else "ok", outcome.error,
-                                   outcome.metrics or {})])
+                                   outcome.metrics or {}, outcome.note)])
                 computed += 1
                 failed += outcome.error is not None
                 if store.due(FLUSH_SECONDS):
@@ -498,6 +522,27 @@ def _execute(chosen: Any, shared: Shared, chunks: list[Chunk], progress: bool) -
                 outcomes = done.result
             yield from outcomes
             bar.update(len(outcomes))
+
+
+def failure_line(frame: pd.DataFrame) -> str | None:
+    """Why a run did not finish clean, in one line (None when it did).
+
+    Failed cells are counted by the kind of error (the exception type that
+    opens each error text), and the first is quoted whole; lines of the input
+    that were skipped are counted.
+    """
+    failed = frame[frame["status"] != "ok"]
+    problems = frame.attrs.get("problems", [])
+    parts = []
+    if len(failed):
+        kinds = Counter(str(error).split(":", 1)[0] for error in failed["error"])
+        counted = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
+        first = failed.iloc[0]
+        parts.append(f"{len(failed)} of {len(frame)} cell(s) failed ({counted}); the first, {first['session_id']} "
+                     f"under {first['config']}: {first['error']}")
+    if problems:
+        parts.append(f"{len(problems)} recording(s) or line(s) skipped")
+    return "; ".join(parts) or None
 
 
 def new_run_id() -> str:

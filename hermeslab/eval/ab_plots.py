@@ -46,11 +46,14 @@ def plot_paired_differences(comparison: pd.DataFrame, *, relative: bool = True, 
     scale = comparison["mean_a"].abs() / 100.0 if relative else pd.Series(1.0, index=comparison.index)
     drawable = np.isfinite(scale) & (scale > 0) & comparison["mean_diff"].notna()
     labels = []
+    # Notes sit mid-panel (x in axes fractions) and are clipped to it: at x = 0 in data they spilled into the
+    # next panel whenever zero was near an edge.
+    beside = ax.get_yaxis_transform()
     for row, (metric, values) in enumerate(comparison.iloc[::-1].iterrows()):
         labels.append(f"{metric} (n={values['n_pairs']})")
         if not drawable[metric]:
-            ax.text(0, row, "no A mean to compare against" if relative else "no pairs", va="center", ha="center",
-                    fontsize="small", color="0.4")
+            ax.text(0.5, row, "no A mean to compare against" if relative else "no pairs", va="center", ha="center",
+                    fontsize="small", color="0.4", transform=beside, clip_on=True)
             continue
         centre = values["mean_diff"] / scale[metric]
         low, high = values["ci_low"] / scale[metric], values["ci_high"] / scale[metric]
@@ -62,7 +65,8 @@ def plot_paired_differences(comparison: pd.DataFrame, *, relative: bool = True, 
     ax.set_yticks(range(len(labels)), labels)
     ax.set_ylim(-0.7, len(labels) - 0.3)
     ax.set_xlabel(f"{b} − {a}" + (f", % of {a}'s mean" if relative else ""))
-    ax.set_title(f"Paired differences, {b} vs {a}")
+    title = f"Paired differences, {b} vs {a}"
+    ax.set_title(title if len(title) <= 36 else f"Paired differences,\n{b} vs {a}", fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
     return figure
 

@@ -11,11 +11,18 @@ A model's reply is never guessed at: a question list that is not the JSON
 asked for, an empty answer or a judgement that is not a bare digit is an
 error, counted and logged with its reason, and the region or question is
 skipped. A failed model call is handled the same way, so the replay's other
-metrics are never lost to an exam that could not finish.
+metrics are never lost to an exam that could not finish. Every step (a
+question list, an answer, a judgement) is counted in ``exam_steps`` and the
+ones whose reply could be used in ``exam_usable``; an exam that had steps but
+scored no question says so in ``ExamReport.problem``.
 
-Every call goes through an SQLite cache keyed by the step, the model and the
-prompt, so rerunning an exam (or another config that leaves the same context)
-makes no calls for what was asked before.
+Every request carries ``ExamSettings.max_tokens``: the replies asked for are a
+few words, a digit or a short JSON list, and a model that does not stop would
+otherwise write until its context is full on every call.
+
+Every call goes through an SQLite cache keyed by the step, the model, the
+prompt and the cap, so rerunning an exam (or another config that leaves the
+same context) makes no calls for what was asked before.
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from .replay import ReplayRun
 log = logging.getLogger(__name__)
 
 #: The metrics ``recall_exam`` returns, in order.
-EXAM_METRICS = ("exam_questions", "exam_score", "exam_full", "exam_partial", "exam_wrong", "exam_errors", "exam_calls")
+EXAM_METRICS = ("exam_questions", "exam_score", "exam_full", "exam_partial", "exam_wrong", "exam_errors", "exam_calls",
+                "exam_steps", "exam_usable")
 #: Where the command line keeps exam replies unless told otherwise.
 DEFAULT_CACHE_PATH = Path.home() / ".cache" / "hermeslab" / "recall-exam.sqlite"
 #: What an answer says when the context does not hold it; it scores 0 without a judge call.
@@ -72,16 +80,27 @@ PROMPTS_DIGEST = hashlib.sha256(json.dumps([_QUESTIONS_SYSTEM, _ANSWER_SYSTEM, _
 @dataclass(frozen=True)
 class ExamSettings:
     """How big an exam is and what it reads. ``model`` None asks the config's model; ``cache_path`` None
-    keeps replies only for the one exam."""
+    keeps replies only for the one exam.
+
+    ``max_tokens`` caps each answer and each judgement, and the question list
+    at that many per question. The replies asked for are a few words, one
+    digit, or a JSON list of short pairs, well under 100 tokens each; without a
+    cap a model that never stops runs every call to the end of its context,
+    which costs minutes and a window's worth of tokens per call. The default
+    leaves some room for a short reasoning preamble (it is stripped); a model
+    that reasons at length before it answers needs a larger cap. A reply cut by
+    the cap is unusable and counted like any other.
+    """
 
     questions_per_region: int = 3
     max_region_chars: int = 12_000
     max_context_chars: int = 48_000
     model: str | None = None
     cache_path: str | Path | None = None
+    max_tokens: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("questions_per_region", "max_region_chars", "max_context_chars"):
+        for name in ("questions_per_region", "max_region_chars", "max_context_chars", "max_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ExamSettings.{name} must be a positive integer, got {value!r}")
@@ -94,7 +113,12 @@ class ExamSettings:
     def identity(self) -> str:
         """What decides the exam's numbers (the cache's place does not), as stable text."""
         return (f"exam(questions={self.questions_per_region}, region_chars={self.max_region_chars}, "
-                f"context_chars={self.max_context_chars}, model={self.model or 'config'}, prompts={PROMPTS_DIGEST})")
+                f"context_chars={self.max_context_chars}, max_tokens={self.max_tokens}, "
+                f"model={self.model or 'config'}, prompts={PROMPTS_DIGEST})")
+
+    def step_tokens(self, step: str) -> int:
+        """The cap of one request: ``max_tokens``, per question for the question list."""
+        return self.max_tokens * self.questions_per_region if step == "questions" else self.max_tokens
 
 
 @dataclass(frozen=True)
@@ -202,23 +226,27 @@ def open_cache(path: str | Path) -> ExamCache:
         return cache
 
 
-def cache_key(step: str, model: str, system: str, user: str) -> str:
-    return hashlib.sha256(json.dumps([step, model, system, user]).encode()).hexdigest()
+def cache_key(step: str, model: str, system: str, user: str, max_tokens: int) -> str:
+    """The cache's key of one request; a reply is kept apart from replies under other caps (a cut one differs)."""
+    return hashlib.sha256(json.dumps([step, model, system, user, max_tokens]).encode()).hexdigest()
 
 
 class _Asker:
-    """Model calls through the cache, counting the ones actually made."""
+    """Model calls through the cache, counting the ones actually made and every step asked."""
 
-    def __init__(self, provider: Provider, model: str, cache: ExamCache):
-        self.provider, self.model, self.cache = provider, model, cache
+    def __init__(self, provider: Provider, model: str, cache: ExamCache, settings: ExamSettings):
+        self.provider, self.model, self.cache, self.settings = provider, model, cache, settings
         self.calls = 0
+        self.steps = 0
 
     def __call__(self, step: str, system: str, user: str) -> str:
-        key = cache_key(step, self.model, system, user)
+        self.steps += 1
+        cap = self.settings.step_tokens(step)
+        key = cache_key(step, self.model, system, user, cap)
         reply = self.cache.get(key)
         if reply is None:
             request = ChatRequest(messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                                  model=self.model, temperature=0.0)
+                                  model=self.model, temperature=0.0, max_tokens=cap)
             self.calls += 1
             reply = strip_think(text_of(self.provider.complete(request).message or {}))
             self.cache.put(key, reply)
@@ -247,6 +275,23 @@ def clip_middle(text: str, limit: int) -> str:
 _FAILURES = (ProviderError, OSError, ExamOutputError)
 
 
+@dataclass(frozen=True)
+class ExamReport:
+    """An exam's metrics (``EXAM_METRICS``) and the first reason a step was unusable (None when none was)."""
+
+    metrics: dict[str, float | int]
+    first_error: str | None = None
+
+    @property
+    def problem(self) -> str | None:
+        """A sentence when the exam had steps but scored no question (its score then says nothing), else None."""
+        steps, usable = self.metrics["exam_steps"], self.metrics["exam_usable"]
+        if not steps or self.metrics["exam_questions"]:
+            return None
+        reason = f"; first problem: {self.first_error}" if self.first_error else ""
+        return f"the recall exam scored no question: {usable} of {steps} exam step(s) gave usable output{reason}"
+
+
 def recall_exam(run: ReplayRun, provider: Provider, settings: ExamSettings = ExamSettings(),
                 cache: ExamCache | None = None) -> dict[str, float | int]:
     """The exam of every compression of ``run`` that changed the context (see the module docstring).
@@ -254,6 +299,12 @@ def recall_exam(run: ReplayRun, provider: Provider, settings: ExamSettings = Exa
     ``cache`` None opens the one at ``settings.cache_path`` (or a fresh one in
     memory). The model is ``settings.model``, else the provider's own.
     """
+    return examine(run, provider, settings, cache).metrics
+
+
+def examine(run: ReplayRun, provider: Provider, settings: ExamSettings = ExamSettings(),
+            cache: ExamCache | None = None) -> ExamReport:
+    """``recall_exam`` with the first reason a step was unusable, for saying why an exam scored nothing."""
     if not isinstance(run, ReplayRun):
         raise TypeError(f"recall_exam() needs a ReplayRun, got {type(run).__name__}")
     if not isinstance(settings, ExamSettings):
@@ -264,9 +315,9 @@ def recall_exam(run: ReplayRun, provider: Provider, settings: ExamSettings = Exa
     owned = cache is None and settings.cache_path is None
     if cache is None:
         cache = ExamCache(None) if owned else open_cache(settings.cache_path)
-    ask = _Asker(provider, model, cache)
+    ask = _Asker(provider, model, cache, settings)
     grades: list[int] = []
-    errors = 0
+    problems: list[str] = []
     try:
         for number, record in enumerate(run.compressions):
             if not record.changed:
@@ -280,20 +331,20 @@ def recall_exam(run: ReplayRun, provider: Provider, settings: ExamSettings = Exa
                 reply = ask("questions", system, clip_middle(region, settings.max_region_chars))
                 questions = parse_questions(reply, settings.questions_per_region)
             except _FAILURES as exc:
-                errors += 1
-                log.warning("%s: no questions: %s", place, exc)
+                problems.append(f"{place}: no questions: {exc}")
+                log.warning("%s", problems[-1])
                 continue
             context = clip_middle(render(record.after), settings.max_context_chars)
             for question in questions:
                 try:
                     grades.append(_grade(ask, question, context))
                 except _FAILURES as exc:
-                    errors += 1
-                    log.warning("%s: question %r skipped: %s", place, question.question, exc)
+                    problems.append(f"{place}: question {question.question!r} skipped: {exc}")
+                    log.warning("%s", problems[-1])
     finally:
         if owned:
             cache.close()
-    return _summary(grades, errors, ask.calls)
+    return ExamReport(_summary(grades, len(problems), ask.calls, ask.steps), problems[0] if problems else None)
 
 
 def _grade(ask: _Asker, question: Question, context: str) -> int:
@@ -307,7 +358,8 @@ def _grade(ask: _Asker, question: Question, context: str) -> int:
     return parse_grade(judged)
 
 
-def _summary(grades: list[int], errors: int, calls: int) -> dict[str, float | int]:
+def _summary(grades: list[int], errors: int, calls: int, steps: int) -> dict[str, float | int]:
+    """The metrics; each error ends exactly one step (a question list, an answer or a judgement)."""
     asked = len(grades)
     return {
         "exam_questions": asked,
@@ -317,6 +369,8 @@ def _summary(grades: list[int], errors: int, calls: int) -> dict[str, float | in
         "exam_wrong": grades.count(0),
         "exam_errors": errors,
         "exam_calls": calls,
+        "exam_steps": steps,
+        "exam_usable": steps - errors,
     }
 
 
@@ -330,11 +384,11 @@ def require_endpoint(config: Config) -> None:
                          "if the endpoint wants one) in the config")
 
 
-def exam_at_endpoint(run: ReplayRun, config: Config, settings: ExamSettings) -> dict[str, float | int]:
-    """``recall_exam`` of ``run`` asking the endpoint ``config`` names (its model unless ``settings`` names one)."""
+def exam_at_endpoint(run: ReplayRun, config: Config, settings: ExamSettings) -> ExamReport:
+    """``examine`` of ``run`` asking the endpoint ``config`` names (its model unless ``settings`` names one)."""
     from hermeslab.providers import open_provider
 
     require_endpoint(config)
     with open_provider(config) as handle:
-        return recall_exam(run, handle.provider, dataclasses.replace(settings, model=settings.model or config.model.name))
+        return examine(run, handle.provider, dataclasses.replace(settings, model=settings.model or config.model.name))
 

@@ -8,7 +8,8 @@ retries' pauses, while the report still counts those pauses.
 
 ``run_matrix`` runs a fault-free baseline and then one run per fault kind and
 rate, and reports per cell: the share of turns completed, the share with the
-baseline's answer, and the extra API calls, latency and tokens it cost.
+baseline's answer, the extra API calls and tokens that recovering cost on the
+turns that completed, the calls spent on turns that did not, and the latency.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class TurnOutcome:
     text: str
     status: str
     error: str | None = None
+    #: API attempts (failed ones included) and the tokens they reported, during this turn.
+    calls: int = 0
+    tokens: int = 0
 
 
 @dataclass
@@ -104,7 +108,11 @@ class RunReport:
 
     @property
     def tokens(self) -> int:
-        return sum((call.prompt_tokens or 0) + (call.completion_tokens or 0) for call in self.calls)
+        return _tokens(self.calls)
+
+
+def _tokens(calls: Iterable[ApiCallFinished]) -> int:
+    return sum((call.prompt_tokens or 0) + (call.completion_tokens or 0) for call in calls)
 
 
 def same_answer(text: str, expected: str) -> bool:
@@ -160,8 +168,11 @@ def run_sessions(schedule: FaultSchedule | None, workspace: Path, *, sessions: S
             if session_index:
                 agent.new_session()
             for turn_index, text in enumerate(script):
+                start = len(events)
                 result = agent.chat(text)
-                outcomes.append(TurnOutcome(session_index, turn_index, text, result.text, result.status, result.error))
+                calls = [event for event in events[start:] if isinstance(event, ApiCallFinished)]
+                outcomes.append(TurnOutcome(session_index, turn_index, text, result.text, result.status, result.error,
+                                            calls=len(calls), tokens=_tokens(calls)))
         agent.close()
     finally:
         if writer is not None:
@@ -188,11 +199,18 @@ class Cell:
     faults: int
     completed: float
     correct: float
+    #: API attempts over the baseline's on the turns this run completed: what recovering cost. A turn that
+    #: failed is left out (it stopped early, so it would count as a saving); its calls are in ``failed_turn_calls``.
     extra_calls: int
-    #: API attempts of this run over the baseline's, measured in the same process.
+    #: API attempts on the completed turns over the baseline's on the same turns (NaN when none completed).
     calls_ratio: float
+    #: Backoff pauses and client timeouts of the whole run over the baseline's (which has none).
     extra_latency_s: float
+    #: Tokens over the baseline's on the completed turns, like ``extra_calls``; negative means fewer (a compression
+    #: after an overflow, or a failed turn missing from the history, shortens the later prompts).
     extra_tokens: int
+    #: API attempts spent on turns that did not complete.
+    failed_turn_calls: int
     recoveries: int
     #: Turn statuses other than ``completed``, with their counts.
     failures: dict[str, int] = field(default_factory=dict)
@@ -216,12 +234,18 @@ def compare(kind: str, rate: float, run: RunReport, baseline: RunReport, *, fall
     correct = sum(turn.status == "completed" and same_answer(turn.text, expected.text)
                   for turn, expected in zip(run.turns, baseline.turns))
     count = len(run.turns)
+    both = [(turn, expected) for turn, expected in zip(run.turns, baseline.turns)
+            if turn.status == "completed" and expected.status == "completed"]
+    run_calls, baseline_calls = sum(turn.calls for turn, _ in both), sum(expected.calls for _, expected in both)
     return Cell(kind=kind, rate=rate, fallback=fallback, turns=count,
                 faults=sum(1 for injection in run.injected if injection.applied),
                 completed=sum(turn.status == "completed" for turn in run.turns) / count, correct=correct / count,
-                extra_calls=run.attempts - baseline.attempts, calls_ratio=round(run.attempts / baseline.attempts, 3),
+                extra_calls=run_calls - baseline_calls,
+                calls_ratio=round(run_calls / baseline_calls, 3) if baseline_calls else float("nan"),
                 extra_latency_s=round(run.latency_s - baseline.latency_s, 3),
-                extra_tokens=run.tokens - baseline.tokens, recoveries=len(run.recoveries), failures=failures)
+                extra_tokens=sum(turn.tokens - expected.tokens for turn, expected in both),
+                failed_turn_calls=sum(turn.calls for turn in run.turns if turn.status != "completed"),
+                recoveries=len(run.recoveries), failures=failures)
 
 
 def run_matrix(kinds: Iterable[str] = FAULT_KINDS, rates: Iterable[float] = RATES, *, workspace: Path,

@@ -9,7 +9,11 @@
   prompts it sent (``decision_prompt_tokens`` in ``decision_unit``: chars/4
   for ``hermes-0.19``), which is what its thresholds were compared with;
 * **compression** — attempts in total and by trigger, ineffective ones, summary
-  calls with the tokens they read and wrote;
+  calls with the tokens they read and wrote, and the summaries the configured
+  summariser did not write: ``summary_fallbacks`` (its fallback, the
+  extractive one, answered) and ``summary_failures`` (nobody did, so that
+  compression kept the middle of the conversation). Either means the run mixed
+  summarisers, which ``eval.checked`` refuses unless told to keep such runs;
 * **cost** — of the model calls and the summary calls, at the recorded
   model's list price (``eval.prices``), without prompt caching and with it.
   The cached part of a call is the prompt prefix it shares with the previous
@@ -106,6 +110,8 @@ def measure(run: ReplayRun, prices: Mapping[str, Price] | None = None) -> dict[s
     row["summary_calls"] = len(run.summaries)
     row["summary_input_tokens"] = summary_in
     row["summary_tokens"] = summary_out
+    row["summary_fallbacks"] = sum(1 for s in run.summaries if s.fallback_used)
+    row["summary_failures"] = sum(1 for s in run.summaries if s.error is not None and not s.fallback_used)
     row["cost_usd"] = price.cost(prompt + summary_in, 0, completion + summary_out)
     row["cost_cached_usd"] = price.cost(prompt + summary_in, cached, completion + summary_out)
     row["price_is_default"] = int(unknown_model)

@@ -92,10 +92,14 @@ class CompressionRecord:
 
 @dataclass(frozen=True)
 class SummaryRecord:
-    """One summariser call: tokens it read and wrote (reported usage, else counted)."""
+    """One summariser call: tokens it read and wrote (reported usage, else counted), and who answered it."""
 
     input_tokens: int
     output_tokens: int
+    #: The configured summariser failed and its fallback (the extractive one) wrote the summary.
+    fallback_used: bool = False
+    #: Why the configured summariser failed (None when it answered).
+    error: str | None = None
 
 
 @dataclass
@@ -151,7 +155,8 @@ class _CountedSummariser:
         outcome = self.inner.summarise(request)
         read = outcome.usage_prompt_tokens or self.counter.count_messages(request.span)
         wrote = outcome.usage_completion_tokens or self.counter.count_message({"role": "user", "content": outcome.body})
-        self.log.append(SummaryRecord(read, wrote if outcome.body else 0))
+        self.log.append(SummaryRecord(read, wrote if outcome.body else 0, outcome.fallback_used,
+                                      outcome.error))
         return outcome
 
 

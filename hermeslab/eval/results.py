@@ -15,7 +15,9 @@ DOUBLE. A NaN metric is stored as NULL (both mean "not defined").
 from one, even when no row has a value: a config whose turns failed did less
 work and looks cheaper, so comparisons need the count beside every cell.
 Opening a file written before the column existed adds it (NULL in its rows:
-not known).
+not known). Likewise ``note``, the text an ``ok`` row must be read with (a
+summariser that fell back, an exam that scored nothing): NULL when there is
+none, or in rows written before it existed.
 
 ``runs`` records each invocation: its id, start and end, the configs (name,
 hash, YAML) and cell function, the hermeslab version and the host, counts,
@@ -43,7 +45,9 @@ import numpy as np
 import pandas as pd
 
 #: Columns of ``results`` that identify and describe a cell; every other column is a metric.
-ROW_COLUMNS = ("session_id", "config", "config_hash", "run_id", "cell", "status", "error")
+ROW_COLUMNS = ("session_id", "config", "config_hash", "run_id", "cell", "status", "error", "note")
+#: Key columns added after the first files were written (added to older files when they are opened).
+LATER_ROW_COLUMNS = {"note": "VARCHAR"}
 #: Metric columns every results table has (added to older files when they are opened), with their types.
 STANDARD_METRICS = {"failed_turns": "BIGINT"}
 TABLES = ("runs", "results")
@@ -75,7 +79,8 @@ CREATE TABLE IF NOT EXISTS results (
     run_id VARCHAR,
     cell VARCHAR NOT NULL,
     status VARCHAR NOT NULL,
-    error VARCHAR
+    error VARCHAR,
+    note VARCHAR
 );
 """
 
@@ -92,6 +97,7 @@ class CellRow:
     status: str
     error: str | None = None
     metrics: dict[str, float | int | None] = field(default_factory=dict)
+    note: str | None = None
 
 
 @dataclass
@@ -136,10 +142,10 @@ class ResultsFile:
             raise ValueError(f"could not open the results file {self.path}: {exc}") from None
         self._check_foreign_tables()
         self.con.execute(_SCHEMA)
-        missing = [c for c in ROW_COLUMNS if c not in self._read_columns()]
+        missing = [c for c in ROW_COLUMNS if c not in self._read_columns() and c not in LATER_ROW_COLUMNS]
         if missing:
             raise ValueError(f"{self.path}: its results table lacks {missing}; it is not an A/B results file")
-        for name, kind in STANDARD_METRICS.items():  # files written before a standard column existed
+        for name, kind in {**LATER_ROW_COLUMNS, **STANDARD_METRICS}.items():  # files written before a column existed
             self.con.execute(f"ALTER TABLE results ADD COLUMN IF NOT EXISTS {_quote(name)} {kind}")
         self._columns = self._read_columns()
         self._buffer: list[CellRow] = []
@@ -259,7 +265,7 @@ class ResultsFile:
         metrics = ", ".join(f"r.{_quote(c)}" for c in self.metric_columns)
         with self._registered("wanted_cells", wanted[["position", "session_id", "config", "config_hash"]]):
             frame = self.con.execute(
-                "SELECT w.session_id, w.config, w.config_hash, r.run_id, r.cell, r.status, r.error"
+                "SELECT w.session_id, w.config, w.config_hash, r.run_id, r.cell, r.status, r.error, r.note"
                 f"{', ' + metrics if metrics else ''} FROM wanted_cells w JOIN results r "
                 "ON r.session_id = w.session_id AND r.config_hash = w.config_hash AND r.cell = ? "
                 "ORDER BY w.position", [cell]).df()

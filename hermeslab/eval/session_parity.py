@@ -11,7 +11,8 @@ both sides make the same calls, and any difference is a decision.
 ``compressions`` as ``(call, trigger, output messages without the system
 message)`` for every attempt that reached the compression pipeline, and the
 billed prompt total. ``compare`` says whether two such runs are the same
-session and where they first differ.
+session and where they first differ, and names the first compression one side
+applied and the other did not (the usual cause of a later difference).
 """
 
 from __future__ import annotations
@@ -78,10 +79,13 @@ def compare(ours: dict, hermes: dict) -> dict:
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
     if first is None and len(mine) != len(theirs):
         first = min(len(mine), len(theirs))
+    applied = next((i for i, (a, b) in enumerate(zip(ours["compressions"], hermes["compressions"]))
+                    if a["changed"] != b["changed"]), None)
     total, reference = ours["prompt_tokens_total"], hermes["prompt_tokens_total"]
     diff = (total - reference) / reference * 100 if reference else 0.0
     return {"identical": mine == theirs, "first_difference": None if first is None else {
         "index": first, "hermeslab": mine[first] if first < len(mine) else None,
-        "hermes": theirs[first] if first < len(theirs) else None},
+        "hermes": theirs[first] if first < len(theirs) else None,
+        "applied_differs_at": applied if applied is not None and applied <= first else None},
         "prompt_tokens_hermeslab": total, "prompt_tokens_hermes": reference, "total_diff_pct": diff,
         "calls_hermeslab": len(ours["calls"]), "calls_hermes": len(hermes["calls"])}

@@ -7,6 +7,7 @@
 * ``snapshot`` — the block the system prompt shows, frozen between context rebuilds;
 * ``tools`` — the ``memory`` tool and the skill tools, which memory offers the agent;
 * ``nudges`` and ``review`` — when and how a forked agent reviews the conversation;
+* ``gate`` — one endpoint shared by the turns and the review, turns first;
 * ``provider`` and ``recall`` — the external memory-provider hooks and the lab-database recall
   (``recall.LabRecall``; it loads DuckDB and pandas, so it is not imported here);
 * ``manager.Memory`` — all of it wired for one agent (import it from ``hermeslab.memory.manager``:

@@ -4,12 +4,15 @@ The agent calls a handful of hooks (``fresh_prompt``, ``recall``,
 ``end_turn``, ``session_switched``) and the compactor calls ``pre_compress``;
 everything else happens here. The nudge counters follow the agent's event
 bus, so the loop does not count anything itself. Nothing here may break a
-turn: a failing provider or review becomes a ``Notice`` on the bus.
+turn: a failing provider or review becomes a ``Notice`` on the bus. The
+review shares the model endpoint with the turns and gives way to them
+(``gate``); its model calls reach the bus marked ``purpose='review'``.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 from functools import partial
 from pathlib import Path
@@ -17,17 +20,20 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from hermeslab.core.config import Config
 from hermeslab.core.events import (
+    ApiCallFinished,
     ApiCallStarted,
     Event,
     EventBus,
     MemoryUpdated,
     Notice,
     ToolCallFinished,
+    TurnFinished,
     TurnStarted,
 )
 from hermeslab.tools.registry import Tool, ToolRegistry
 
 from .files import MemoryFiles
+from .gate import EndpointGate, gate_for
 from .nudges import NudgeCounters
 from .provider import MemoryProvider, fence_recall
 from .review import AgentFactory, BackgroundReviewer, ReviewOutcome, run_review
@@ -72,6 +78,9 @@ class Memory:
         self._unsubscribe: Callable[[], None] | None = None
         self._turn_text = ""
         self._session_id = ""
+        self._run_id: str | None = None
+        #: The endpoint the agent's turns use, known from the end of the first turn (what a review waits on).
+        self._gate: EndpointGate | None = None
 
     # ------------------------------------------------------------ wiring
 
@@ -89,6 +98,8 @@ class Memory:
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Let a running review finish (up to ``timeout`` s) and stop following the bus; True when none is left."""
+        if self._gate is not None:  # a turn that ended without a word must not hold the review off
+            self._gate.turn_finished(self)
         finished = self.reviewer.wait(timeout)
         if self._unsubscribe is not None:
             self._unsubscribe()
@@ -133,6 +144,7 @@ class Memory:
     def end_turn(self, agent: "Agent", result: "TurnResult") -> None:
         """After a turn: sync the provider, then start a background review if one is due."""
         session_id = agent.session.id
+        self._gate = gate_for(agent.provider)
         if self.provider is not None and result.status == "completed":
             self._guarded("sync", partial(self.provider.sync, self._turn_text, result.text, session_id), session_id)
         if self.make_agent is None or result.status != "completed" or not result.text or self.reviewer.running:
@@ -140,9 +152,11 @@ class Memory:
         due = self.nudges.take_due()
         if not due:
             return
+        turn = agent.session.turns
         work = partial(run_review, self.make_agent, agent.provider, agent.config, copy.deepcopy(agent.messages),
-                       ToolRegistry(self.tools()), due, max_iterations=self.config.memory.review_max_iterations)
-        self.reviewer.start(work, partial(self._report_review, session_id, agent.session.turns))
+                       ToolRegistry(self.tools()), due, max_iterations=self.config.memory.review_max_iterations,
+                       gate=self._gate, on_call=partial(self._review_call, session_id, turn, self._run_id))
+        self.reviewer.start(work, partial(self._report_review, session_id, turn))
 
     def pre_compress(self, span: list[dict[str, Any]]) -> str | None:
         """The provider's last look at the messages a compression is about to summarise."""
@@ -162,8 +176,12 @@ class Memory:
 
     def _observe(self, event: Event) -> None:
         if isinstance(event, TurnStarted):
-            self._turn_text, self._session_id = event.user_text, event.session_id
+            self._turn_text, self._session_id, self._run_id = event.user_text, event.session_id, event.run_id
             self.nudges.user_turn()
+            self._hold_endpoint(event)
+        elif isinstance(event, TurnFinished):
+            if self._gate is not None:
+                self._gate.turn_finished(self)
         elif isinstance(event, ApiCallStarted) and event.attempt == 1:
             self.nudges.model_call()
         elif isinstance(event, ToolCallFinished) and not event.is_error:
@@ -177,6 +195,22 @@ class Memory:
                                  text=f"memory provider {self.provider.name!r}: {hook} failed: "
                                       f"{type(exc).__name__}: {exc}"))
             return None
+
+    def _hold_endpoint(self, event: TurnStarted) -> None:
+        """Announce the turn on the endpoint; it waits here (on the agent's thread) for a review call in flight."""
+        gate = self._gate
+        if gate is None:
+            return
+        if gate.background_busy:
+            self._publish(Notice(session_id=event.session_id, turn=event.turn, trace_id=event.trace_id,
+                                 run_id=event.run_id,
+                                 text="waiting for the background memory review's model call to finish "
+                                      "(it shares the endpoint, and pauses during turns)"))
+        gate.turn_started(self)
+
+    def _review_call(self, session_id: str, turn: int, run_id: str | None, event: ApiCallFinished) -> None:
+        """A review call, logged under the session and turn it looked back on."""
+        self._publish(dataclasses.replace(event, session_id=session_id, turn=turn, run_id=run_id))
 
     def _report_review(self, session_id: str, turn: int, outcome: ReviewOutcome | BaseException) -> None:
         if isinstance(outcome, BaseException):

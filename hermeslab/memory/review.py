@@ -3,9 +3,12 @@
 The fork gets the parent's provider and a copy of the conversation so far,
 only the memory and skill tools, at most ``max_iterations`` model calls, no
 compression, no memory provider and its own private event bus: nothing it
-says reaches the user's transcript or the lab log. What it changed comes back
-as a short list (``memory add``, ``skill create deploy-docs``) for the parent
-to report. It runs on a daemon thread after the user's turn has finished.
+says reaches the user's transcript. Only its model calls are handed on (for
+the lab's ``api_calls``, marked ``purpose='review'``). What it changed comes
+back as a short list (``memory add``, ``skill create deploy-docs``) for the
+parent to report. It runs on a daemon thread after the user's turn has
+finished, and each of its calls waits until the endpoint is free of turns
+(``gate``).
 
 The fork is built by an `AgentFactory` the caller passes in (the agent class
 itself fits): the agent imports memory, so memory must not import the agent.
@@ -13,6 +16,7 @@ itself fits): the agent imports memory, so memory must not import the agent.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -20,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from hermeslab.core.config import Config
-from hermeslab.core.events import EventBus, ToolCallFinished
+from hermeslab.core.events import ApiCallFinished, EventBus, ToolCallFinished
 from hermeslab.core.provider import Provider
 from hermeslab.session import Session
 from hermeslab.tools.registry import ToolRegistry
 
+from .gate import EndpointGate, GatedProvider
 from .nudges import MEMORY_TOOL, SKILL_TOOL, ReviewDue
 
 log = logging.getLogger(__name__)
@@ -32,6 +37,8 @@ log = logging.getLogger(__name__)
 #: Opens every review request, so a rule-based model can recognise one.
 REVIEW_MARKER = "[background review]"
 NOTHING_TO_SAVE = "Nothing to save."
+#: Longest a review call waits for the user's turns to leave the endpoint before the review gives up.
+REVIEW_WAIT_SECONDS = 600.0
 
 MEMORY_REVIEW = (
     "Look back over the conversation above and decide what is worth keeping for future sessions. "
@@ -108,8 +115,14 @@ def describe_change(name: str, arguments: str) -> str:
 
 
 def run_review(make_agent: AgentFactory, provider: Provider, config: Config, history: list[dict[str, Any]],
-               tools: ToolRegistry, due: ReviewDue, *, max_iterations: int) -> ReviewOutcome:
-    """Run the fork to its end on this thread; the parent's state is never touched."""
+               tools: ToolRegistry, due: ReviewDue, *, max_iterations: int, gate: EndpointGate | None = None,
+               on_call: Callable[[ApiCallFinished], None] | None = None) -> ReviewOutcome:
+    """Run the fork to its end on this thread; the parent's state is never touched.
+
+    With ``gate``, every call of the fork waits for the endpoint to be free of
+    turns; ``on_call`` receives each of the fork's finished model calls, marked
+    ``purpose='review'`` (the caller re-stamps them with its own session).
+    """
     fork_config = config.with_overrides({"agent.max_iterations": max_iterations, "agent.stream": False,
                                          "agent.self_check": False, "compression.enabled": False})
     bus = EventBus()
@@ -118,9 +131,13 @@ def run_review(make_agent: AgentFactory, provider: Provider, config: Config, his
     def collect(event: Any) -> None:
         if isinstance(event, ToolCallFinished) and not event.is_error and event.name in (MEMORY_TOOL, SKILL_TOOL):
             changes.append(describe_change(event.name, event.arguments))
+        elif isinstance(event, ApiCallFinished) and on_call is not None:
+            on_call(dataclasses.replace(event, purpose="review"))
 
     bus.subscribe(collect)
     session = Session.with_history(history, reason="review", source="review")
+    if gate is not None:
+        provider = GatedProvider(provider, gate, timeout=REVIEW_WAIT_SECONDS)  # type: ignore[assignment]
     fork = make_agent(provider, config=fork_config, tools=tools, bus=bus, session=session)
     result = fork.chat(review_prompt(due))
     return ReviewOutcome(result.status, changes, result.error)

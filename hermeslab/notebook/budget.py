@@ -3,7 +3,10 @@
 The provider reports prompt tokens only when a call ends. Between two reports
 the conversation keeps growing (streamed text, tool results), so the gauge
 shows the last reported prompt plus a local estimate of what came after it.
-A compression resets the reference to its own count of the new history.
+A compression resets the reference to its count of the new prompt as sent
+(tool schemas included). Until a provider's report arrives the whole figure is
+an estimate (``estimated``), and a server that never reports keeps it one.
+The background review's calls are not the conversation's and are skipped.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ..core.events import (
     ToolCallFinished,
     TurnFinished,
 )
+from ..core.figures import tokens
 from ..core.tokens import count_text
 
 #: Share of the compression threshold at which the gauge turns amber, then red.
@@ -52,6 +56,16 @@ class BudgetMeter:
         return (self.reported or 0) + self.since
 
     @property
+    def estimated(self) -> bool:
+        """True when no provider reading underlies the figure (before the first, after a compression)."""
+        return self.reported is None
+
+    @property
+    def reading(self) -> str:
+        """The figure as a person should read it: ``2,100``, or ``~2,100`` while it is an estimate."""
+        return tokens(self.tokens, self.estimated)
+
+    @property
     def share_of_window(self) -> float:
         return self.tokens / self.context_length
 
@@ -78,7 +92,8 @@ class BudgetMeter:
         elif isinstance(event, TextDelta):
             self.since += count_text(event.text)
         elif isinstance(event, ApiCallFinished):
-            if event.error_class is not None or event.usage_estimated or event.prompt_tokens is None:
+            if (event.purpose != "turn" or event.error_class is not None or event.usage_estimated
+                    or event.prompt_tokens is None):
                 return False
             self.reported, self.since = event.prompt_tokens, event.completion_tokens or 0
         elif isinstance(event, ToolCallFinished):
@@ -86,7 +101,8 @@ class BudgetMeter:
         elif isinstance(event, CompressionEvent):
             if event.mode == "none":
                 return False
-            self.reported, self.since = None, event.tokens_after + self.overhead
+            after = event.prompt_tokens_after
+            self.reported, self.since = None, after if after is not None else event.tokens_after + self.overhead
         elif isinstance(event, TurnFinished):
             self.per_turn.append(self.tokens)
         else:

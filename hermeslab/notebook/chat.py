@@ -4,7 +4,11 @@ A ``%%hermes`` cell creates a CellJob and, inside a kernel, starts it as an
 asyncio task on the kernel's own loop and returns at once. The task waits for
 the chat's previous job (turns never interleave), then runs the agent on a
 worker thread. Outside an event loop (a plain script or terminal IPython) the
-job simply runs in the foreground.
+cell waits for the worker thread, and Ctrl-C stops the turn.
+
+Since the kernel is free while a turn runs, ``%hermes stop`` from any cell and
+Kernel → Interrupt (through an InterruptRelay) stop it too, which matters after
+a page reload: the reloaded page no longer receives the old cell's updates.
 """
 
 from __future__ import annotations
@@ -75,6 +79,9 @@ class NotebookChat:
         self.gauge = TokenBudget(BudgetMeter(context_length=Config().model.context_length))
         self.task: asyncio.Task | None = None
         self.last_job: CellJob | None = None
+        #: Jobs launched and not finished yet: the running one first, then the queued ones.
+        self._jobs: list[CellJob] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: The job whose turn is on the worker thread now.
         self.running_job: CellJob | None = None
         self._display = display
@@ -121,6 +128,9 @@ class NotebookChat:
         if resume_id is not None:
             session_id = runtime.resume(resume_id)
             note = f"the conversation continues in session {session_id} with the new settings"
+        created = runtime.lab_notice()
+        if created is not None:
+            note = created if note is None else f"{created}; {note}"
         self._reset_gauge()
         return note
 
@@ -178,6 +188,32 @@ class NotebookChat:
         if job is not None:
             job.stop()
 
+    @property
+    def pending(self) -> list[CellJob]:
+        """Jobs launched and not finished yet, oldest first."""
+        self._jobs = [job for job in self._jobs if not job.finished.is_set()]
+        return list(self._jobs)
+
+    def stop_all(self) -> list[CellJob]:
+        """Stop the running job and keep the queued ones from starting; returns the jobs that were stopped.
+
+        A compression in progress runs to its end (it cannot be cut short without losing it).
+        """
+        jobs = self.pending
+        for job in jobs:
+            job.stop()
+        return jobs
+
+    def interrupt_soon(self) -> None:
+        """Kernel → Interrupt: called from the SIGINT handler, so it only schedules ``stop_all`` on the loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not self._jobs:
+            return
+        try:
+            loop.call_soon_threadsafe(self.stop_all)
+        except RuntimeError:  # the loop closed in between
+            pass
+
     async def wait(self) -> Any:
         """Wait for the latest job; returns its result (a TurnResult, or a Compaction for ``compress``)."""
         if self.task is None:
@@ -187,16 +223,19 @@ class NotebookChat:
     def _launch(self, job: CellJob) -> CellJob:
         if not self.busy:
             self.ensure_runtime()
-        job.show()
-        self.last_job = job
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
+        job.background = loop is not None
+        job.show()
+        self.last_job = job
+        self._jobs = [*self.pending, job]
         if loop is None:
             self.task = None
-            self._work(job)
+            self._foreground(job)
             return job
+        self._loop = loop
         job.task = loop.create_task(self._run(job, self.task))
         job.task.add_done_callback(_retrieve)
         self.task = job.task
@@ -231,6 +270,30 @@ class NotebookChat:
             raise asyncio.CancelledError
         return result
 
+    def _foreground(self, job: CellJob) -> Any:
+        """No event loop to return to: wait for the worker thread here; Ctrl-C stops the turn, a second one
+        stops waiting (the turn then ends on its own)."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join marks the thread as ended
+
+        def work() -> None:
+            try:
+                outcome["result"] = self._work(job)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below on the waiting thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="hermeslab-turn", daemon=True).start()
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            job.stop()
+            done.wait()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("result")
+
     def _work(self, job: CellJob) -> Any:
         self.running_job = job
         try:
@@ -242,7 +305,7 @@ class NotebookChat:
 
     def require_idle(self, command: str) -> None:
         if self.busy:
-            raise ChatBusyError(f"a turn is still running in this chat; press Stop or run "
+            raise ChatBusyError(f"a turn is still running in this chat; stop it (Stop, `%hermes stop`) or run "
                                 f"`await hermeslab.notebook.current_chat().wait()` before `%hermes {command}`")
 
     def new_session(self) -> str:
@@ -299,7 +362,7 @@ class NotebookChat:
         if runtime is None:
             return
         if self.busy:
-            self.stop()
+            self.stop_all()
             self.task.add_done_callback(lambda _task: runtime.close())
         else:
             runtime.close()

@@ -2,7 +2,8 @@
 
 ``%%hermes`` is registered unless another extension already owns that name;
 ``%%hermeslab`` always is, so the chat stays reachable either way. The line
-magic follows the same rule. Loading twice changes nothing.
+magic follows the same rule. Loading twice changes nothing. In a kernel, an
+InterruptRelay makes Kernel → Interrupt stop the chat's running turn.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chat import NotebookChat
+from .interrupt import InterruptRelay
 from .magics import HermesMagics
 from .settings import Hermes
 
@@ -27,6 +29,7 @@ class LoadedExtension:
     magics: HermesMagics
     #: (kind, name) pairs this extension registered.
     registered: list[tuple[str, str]]
+    relay: InterruptRelay
 
 
 _loaded: weakref.WeakKeyDictionary[Any, LoadedExtension] = weakref.WeakKeyDictionary()
@@ -50,7 +53,9 @@ def load_ipython_extension(shell: Any) -> LoadedExtension:
             registered.append((kind, name))
     taken = [("%%" if kind == "cell" else "%") + name for kind in KINDS for name in NAMES if name not in free[kind]]
     shell.configurables.append(settings)
-    _loaded[shell] = LoadedExtension(settings, chat, magics, registered)
+    relay = InterruptRelay(chat.interrupt_soon)
+    relay.attach(getattr(shell, "kernel", None))  # only an ipykernel has the hooks; elsewhere Ctrl-C reaches the cell
+    _loaded[shell] = LoadedExtension(settings, chat, magics, registered, relay)
     if taken:
         verb = "is" if len(taken) == 1 else "are"
         print(f"hermeslab: {', '.join(taken)} {verb} taken by another extension; "
@@ -70,6 +75,7 @@ def unload_ipython_extension(shell: Any) -> None:
             delattr(manager.user_magics, name)
     if loaded.settings in shell.configurables:
         shell.configurables.remove(loaded.settings)
+    loaded.relay.detach()
     loaded.chat.close()
 
 

@@ -9,6 +9,11 @@ Display updates are sent from an empty ``contextvars`` context, so ipykernel
 gives them the parent of the request it is handling now rather than the long
 finished cell that started the turn: nbclient reads only messages of the cell
 it is running, and JupyterLab routes updates by display id whatever the parent.
+
+A reloaded page no longer routes the old cell's updates (the display ids it
+knew went with the old page), so while a turn runs its output says how to get
+control back: ``%hermes attach`` shows the job again, live, in a new cell
+(same display ids, so later updates reach it), ``%hermes stop`` stops it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from .transcript import Transcript
 from .widgets import StopButton, TokenBudget
 
 KINDS = ("turn", "compress")
+#: Shown under a running job's transcript, for a page reloaded while it runs (then it stops updating there).
+RELOAD_HINT = ("reloaded the page? this output no longer updates: run `%hermes attach` in a new cell to follow "
+               "the turn there, `%hermes stop` (or Kernel → Interrupt) to stop it")
 
 
 class CellJob:
@@ -44,6 +52,8 @@ class CellJob:
         self.stop_button = StopButton(self.stop) if kind == "turn" else None
         #: The asyncio task running this job on the kernel's loop (None when it ran in the foreground).
         self.task: Any = None
+        #: True once started as a task the cell does not wait for: only then can a reloaded page lose it.
+        self.background = False
         #: The TurnResult (a turn) or Compaction (a compression), once finished.
         self.result: Any = None
         self.error: BaseException | None = None
@@ -58,6 +68,8 @@ class CellJob:
         self._output: Any = None
         self._waiting_since: float | None = None
         self._waiting_banner: Any = None
+        #: Held while the controls are shown again or swapped for their final copy, so the two never cross.
+        self._display_lock = threading.Lock()
 
     # ------------------------------------------------------------ display
 
@@ -68,7 +80,27 @@ class CellJob:
         self._output = self._display(self.bundle(), raw=True, display_id=True)
 
     def bundle(self) -> dict[str, str]:
-        return {"text/html": self.transcript.to_html(), "text/plain": self.transcript.to_text()}
+        """The transcript; while the job runs, with the reload hint under it."""
+        html, text = self.transcript.to_html(), self.transcript.to_text()
+        if self.background and self.kind == "turn" and not self.finished.is_set():
+            html += (f'<div class="hermeslab-reload-hint" style="font-size:11px;color:#757575">'
+                     f"{_code(RELOAD_HINT)}</div>")
+            text += f"\n{RELOAD_HINT}"
+        return {"text/html": html, "text/plain": text}
+
+    def attach(self) -> None:
+        """Show the controls and transcript again in the current cell; they stay live there until the end."""
+        with self._display_lock:
+            if self.finished.is_set() or self._controls is None or self._output is None:
+                self._display(self._final_controls(), raw=True)
+                self._display(self.bundle(), raw=True)
+                return
+            self._display(self._controls_widget, display_id=self._controls.display_id)
+            self._display(self.bundle(), raw=True, display_id=self._output.display_id)
+
+    def _final_controls(self) -> dict[str, str]:
+        return {"text/html": f'<div class="hermeslab-controls-final">{self.gauge.snapshot()}</div>',
+                "text/plain": f"context: {self.gauge.tokens:,} tokens"}
 
     def _draw(self) -> None:
         contextvars.Context().run(self._draw_now)
@@ -153,15 +185,20 @@ class CellJob:
 
     def _close(self) -> None:
         """Draw the final state and swap the live controls for a static copy of the gauge."""
-        self._throttle.flush()
-        if self.stop_button is not None:
-            self.stop_button.finish()
-        if self._controls is not None:
-            final = {"text/html": f'<div class="hermeslab-controls-final">{self.gauge.snapshot()}</div>',
-                     "text/plain": f"context: {self.gauge.tokens:,} tokens"}
-            contextvars.Context().run(self._controls.update, final, raw=True)
-        if self.stop_button is not None:
-            self.stop_button.close()
-            if self._controls_widget is not None:
-                self._controls_widget.close()
-        self.finished.set()
+        with self._display_lock:
+            self.finished.set()  # first, so the last draw leaves out the reload hint
+            self._throttle.flush()
+            if self.stop_button is not None:
+                self.stop_button.finish(stopped=self._stop.is_set())
+            if self._controls is not None:
+                contextvars.Context().run(self._controls.update, self._final_controls(), raw=True)
+            if self.stop_button is not None:
+                self.stop_button.close()
+                if self._controls_widget is not None:
+                    self._controls_widget.close()
+
+
+def _code(text: str) -> str:
+    """Backquoted spans as <code> (the hint is ours: no markup to escape)."""
+    parts = text.split("`")
+    return "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))

@@ -20,6 +20,8 @@ USAGE = """\
 %hermes commands:
   new                       start a new conversation
   compress [focus]          compress the context now, optionally focused on a topic
+  stop                      stop the running turn and the queued ones (Kernel → Interrupt does too)
+  attach                    show the running turn live in this cell (after a page reload), else the last one
   resume <session id>       continue a logged session (following its compressions)
   branch                    continue in a child session; the current one stays as it was
   status                    session, lineage, turns, tokens, threshold, compressions
@@ -70,6 +72,26 @@ class HermesMagics:
 
     def _cmd_compress(self, rest: str) -> None:
         self.chat.compress(rest or None)
+
+    def _cmd_stop(self, rest: str) -> None:
+        _no_arguments("stop", rest)
+        jobs = self.chat.stop_all()
+        if not jobs:
+            print("nothing to stop: no turn is running in this chat")
+            return
+        running, queued = jobs[0], len(jobs) - 1
+        what = ("stopping the running turn (its partial answer is kept)" if running.kind == "turn"
+                else "the running compression cannot be cut short; it ends on its own")
+        print(what + (f"; {queued} queued job{'s' if queued > 1 else ''} will not start" if queued else ""))
+
+    def _cmd_attach(self, rest: str) -> None:
+        _no_arguments("attach", rest)
+        jobs = self.chat.pending or ([self.chat.last_job] if self.chat.last_job is not None else [])
+        if not jobs:
+            print("nothing to show: this chat has not run a turn yet")
+            return
+        for job in jobs:
+            job.attach()
 
     def _cmd_resume(self, rest: str) -> None:
         words = _split(rest)

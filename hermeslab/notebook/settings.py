@@ -34,7 +34,8 @@ class Hermes(Configurable):
     context_length = Integer(None, allow_none=True,
                              help="Context window in tokens (model.context_length).").tag(config=True)
     lab = Unicode(None, allow_none=True,
-                  help="The lab database (store.path); None: .hermeslab/lab.duckdb here.").tag(config=True)
+                  help="The lab database (store.path); None: $HERMESLAB_HOME/lab.duckdb, "
+                       "else .hermeslab/lab.duckdb in the current folder.").tag(config=True)
     workspace = Unicode(None, allow_none=True,
                         help="Folder the file tools are confined to (tools.workspace).").tag(config=True)
     terminal = Bool(None, allow_none=True,

@@ -27,6 +27,7 @@ from ..core.events import (
     TurnFinished,
     TurnStarted,
 )
+from ..core.figures import compression_sizes, estimate_note, tokens
 from .markup import escape, markdown_to_html
 
 #: Characters of a tool result shown inside its card (the log keeps all of it).
@@ -79,7 +80,9 @@ class Transcript:
     api_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Whether any of the turn's answered calls carries our estimate instead of the provider's usage.
     usage_estimated: bool = False
+    estimated_calls: int = 0
     error: str | None = None
     _new_call: bool = field(default=True, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -102,7 +105,8 @@ class Transcript:
             self._new_call = True
             return False
         elif isinstance(event, ApiCallFinished):
-            self.usage_estimated = self.usage_estimated or event.usage_estimated
+            if event.purpose == "turn" and event.usage_estimated:
+                self.usage_estimated, self.estimated_calls = True, self.estimated_calls + 1
             return False
         elif isinstance(event, ToolCallStarted):
             self.blocks.append(ToolCard(event.tool_call_id, event.name, event.arguments))
@@ -175,9 +179,11 @@ class Transcript:
                         "stopped": "stopped before it started"}[self.status]
             turn = f"turn {self.turn} · " if self.turn is not None else ""
             calls = f"{self.api_calls} API call{'s' if self.api_calls != 1 else ''}"
-            usage = f"prompt {self.prompt_tokens:,} · completion {self.completion_tokens:,}"
-            estimated = " (estimated)" if self.usage_estimated else ""
-            return f"{turn}{self.status} · {calls} · {usage}{estimated}"
+            estimated = self.usage_estimated
+            usage = (f"in {tokens(self.prompt_tokens, estimated)} / out {tokens(self.completion_tokens, estimated)}"
+                     " tokens over the turn")
+            note = estimate_note(self.estimated_calls, self.api_calls)
+            return f"{turn}{self.status} · {calls} · {usage}" + (f" · {note}" if note else "")
 
     def _footer_html(self) -> str:
         interrupted = ""
@@ -195,11 +201,11 @@ class Transcript:
 
 def compression_text(event: CompressionEvent) -> str:
     if event.mode == "none":
-        return f"compression ({event.trigger}) changed nothing: {event.tokens_before:,} tokens kept"
+        return f"compression ({event.trigger}) changed nothing: {compression_sizes(event)}"
     where = (f"; continues in session {event.new_session_id}" if event.mode == "rotation" and event.new_session_id
              else "")
     fallback = "; summary by the fallback summariser" if event.fallback_used else ""
-    return (f"context compressed ({event.trigger}): {event.tokens_before:,} → {event.tokens_after:,} tokens, "
+    return (f"context compressed ({event.trigger}): {compression_sizes(event)}, "
             f"{event.messages_before} → {event.messages_after} messages{where}{fallback}")
 
 

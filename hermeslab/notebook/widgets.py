@@ -29,7 +29,7 @@ def gauge_html(meter: BudgetMeter) -> str:
     tokens, window, threshold, level = meter.tokens, meter.context_length, meter.threshold, meter.level
     filled = min(tokens / window, 1.0) * 100
     marker = ""
-    numbers = f"{tokens:,} / {window:,} tokens ({tokens / window:.1%})"
+    numbers = f"{meter.reading} / {window:,} tokens ({tokens / window:.1%})"
     if threshold is not None:
         at = min(threshold / window, 1.0) * 100
         marker = (f'<div title="compression threshold" style="position:absolute;left:{at:.2f}%;top:-2px;'
@@ -122,7 +122,7 @@ class StopButton(widgets.Button):
         self.disabled, self.description = True, "Stopping…"
         self._on_stop()
 
-    def finish(self) -> None:
-        """The work ended: nothing left to stop."""
+    def finish(self, stopped: bool = False) -> None:
+        """The work ended: nothing left to stop. ``stopped``: on request (here, `%hermes stop`, an interrupt)."""
         self.disabled = True
-        self.description = "Stopped" if self.description == "Stopping…" else "Done"
+        self.description = "Stopped" if stopped or self.description == "Stopping…" else "Done"

@@ -49,6 +49,7 @@ from ..core.tokens import count_text, default_counter
 from ..core.provider import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
 from .offline import word_pieces
 from .server import (
+    SSE_HEADERS,
     CompletionEndpoint,
     LocalServer,
     Reply,
@@ -362,14 +363,14 @@ class FaultEndpoint(CompletionEndpoint):
         items: list[StreamDelta | ChatResponse] = [StreamDelta(text=p) for p in word_pieces(text_of(response.message))]
         chunks = list(stream_chunks(iter([*items, response]), model, call.completion_id, call.created, include_usage))
         stream = _cut_off(chunks, max(2, len(chunks) // 2)) if cut else iter(chunks)
-        return Reply(chunks=stream, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        return Reply(chunks=stream, headers=dict(SSE_HEADERS))
 
 
 def _message_only(message: str, call: _Call) -> Reply:
     """An error with words and nothing else: the first event of a stream, or the body of a plain 200."""
     error = {"error": {"message": message}}
     if call.streamed:
-        return Reply(chunks=iter([error]), headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        return Reply(chunks=iter([error]), headers=dict(SSE_HEADERS))
     return Reply(body=error)
 
 
@@ -574,7 +575,7 @@ _ERROR_REPLIES = {
 def serve_with_faults(provider: Provider, schedule: FaultSchedule, **server_options: Any) -> LocalServer:
     """A started LocalServer hosting ``provider`` behind a FaultEndpoint (``server.endpoint``)."""
     server = LocalServer(provider, **server_options)
-    server.endpoint = FaultEndpoint(provider, schedule)
+    server.endpoint = FaultEndpoint(server.provider, schedule)
     server.start()
     return server
 

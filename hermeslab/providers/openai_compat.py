@@ -5,11 +5,19 @@ are decisions of hermeslab's recovery chain, which needs to see every failure.
 Every SDK exception is translated into a ``ProviderError`` carrying what that
 chain classifies on (status, message, error type, Retry-After), and a stream
 that breaks off is reported as such instead of passing for a short answer.
+
+Servers differ in what they stream. A stream that ends cleanly without a
+single chunk (how some servers refuse a streamed request they cannot serve)
+is asked again without streaming, which brings the real answer or the real
+error. A server found unable to stream tool calls (it refuses them in words,
+or answers them only unstreamed) gets every later request with tools
+unstreamed.
 """
 
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from typing import Any, Iterator, Mapping
 
@@ -20,6 +28,18 @@ from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelt
 
 #: Sent when an endpoint needs no key; the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "hermeslab-no-key"
+_TOOLS = r"(?:tools?|tool[_ ]calls?|tool[_ ]choice|function[_ ]call(?:ing|s)?|functions?)"
+_STREAM = r"stream\w*"
+_REFUSED = r"(?:not (?:yet )?(?:supported|implemented|allowed|available)|unsupported|cannot|can ?not|can't|unable to|" \
+           r"(?:does|do)(?: not|n't) support)"
+#: A refusal to stream a request because it offers tools, whatever order the three ideas come in
+#: ("automatic streaming tool choice is not supported", "streaming is not supported with tools",
+#: "tool calls cannot be streamed", "this model cannot stream function calls").
+STREAMED_TOOLS_REFUSED = re.compile("|".join(
+    rf"\b{a}\b.{{0,60}}?\b{b}\b.{{0,60}}?\b{c}" for a, b, c in (
+        (_STREAM, _TOOLS, _REFUSED), (_STREAM, _REFUSED, _TOOLS), (_TOOLS, _STREAM, _REFUSED),
+        (_TOOLS, _REFUSED, _STREAM), (_REFUSED, _STREAM, _TOOLS), (_REFUSED, _TOOLS, _STREAM))),
+    re.IGNORECASE | re.DOTALL)
 
 
 class OpenAICompatProvider:
@@ -39,6 +59,8 @@ class OpenAICompatProvider:
         self.name = name
         self.model = model
         self.base_url = base_url
+        #: False once the server showed it cannot stream a request with tools; such requests then go unstreamed.
+        self.streams_tools = True
         key = api_key if api_key is not None else (PLACEHOLDER_API_KEY if base_url else None)
         try:
             self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
@@ -57,12 +79,20 @@ class OpenAICompatProvider:
         return response_from_completion(completion)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
+        if request.tools and not self.streams_tools:
+            yield from self._unstreamed(request)
+            return
         try:
             sdk_stream = self._client.chat.completions.create(
                 **self._arguments(request), stream=True, stream_options={"include_usage": True}
             )
         except openai.OpenAIError as exc:
-            raise provider_error_from(exc, self.base_url) from exc
+            error = provider_error_from(exc, self.base_url)
+            if not (request.tools and STREAMED_TOOLS_REFUSED.search(error.message)):
+                raise error from exc
+            self.streams_tools = False
+            yield from self._unstreamed(request)
+            return
         assembler = StreamAssembler()
         try:
             chunks = iter(sdk_stream)
@@ -78,7 +108,29 @@ class OpenAICompatProvider:
                     yield delta
         finally:
             sdk_stream.close()
+        if assembler.chunks == 0:
+            yield from self._after_empty_stream(request)
+            return
         yield assembler.finish()
+
+    def _after_empty_stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
+        """A stream that ended cleanly with nothing in it: the same request unstreamed says what happened.
+
+        Its error is raised as the real failure; an answer with tools offered
+        means this server cannot stream them, which is remembered.
+        """
+        for item in self._unstreamed(request):
+            if isinstance(item, ChatResponse) and request.tools:
+                self.streams_tools = False
+            yield item
+
+    def _unstreamed(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
+        """One unstreamed answer in the shape of a stream: its text as one delta, then the response."""
+        response = self.complete(request)
+        text = response.message.get("content") or ""
+        if text or response.reasoning:
+            yield StreamDelta(text=text, reasoning=response.reasoning or "")
+        yield response
 
     def close(self) -> None:
         """Release the HTTP connection pool."""
@@ -89,17 +141,65 @@ class OpenAICompatProvider:
     def _arguments(self, request: ChatRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": request.model or self.model,
-            "messages": wire_messages(request.messages),
+            "messages": [_sendable(message) for message in wire_messages(alternating(request.messages))],
         }
+        extra = dict(request.extra)
+        choice = extra.pop("tool_choice", None)
         if request.tools:
             arguments["tools"] = request.tools
+            if choice is not None:
+                arguments["tool_choice"] = choice
         if request.max_tokens is not None:
             arguments["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             arguments["temperature"] = request.temperature
-        if request.extra:
-            arguments["extra_body"] = dict(request.extra)
+        if extra:
+            arguments["extra_body"] = extra
         return arguments
+
+
+def alternating(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each run of the user's own messages sent as one, their texts in order.
+
+    Chat templates that require user and assistant to alternate refuse two
+    user messages in a row, which a history can hold: texts that arrived while
+    nobody answered, or a message left unanswered by a failed turn and read
+    back from the log. The history keeps them apart; only what goes over the
+    wire joins them. Messages the agent made up (marked by a process-local
+    ``_`` flag, such as recalled memory) are left as they are.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and _own_user_message(message) and _own_user_message(out[-1]):
+            out[-1] = {"role": "user", "content": _joined(out[-1].get("content"), message.get("content"))}
+        else:
+            out.append(message)
+    return out
+
+
+def _own_user_message(message: dict[str, Any]) -> bool:
+    return message.get("role") == "user" and not any(key.startswith("_") for key in message)
+
+
+def _joined(first: Any, second: Any) -> str | list[dict[str, Any]]:
+    """Two user contents as one: text joined by a blank line, or the parts of both in order."""
+    if isinstance(first, list) or isinstance(second, list):
+        return _parts(first) + _parts(second)
+    return "\n\n".join(text for text in (first or "", second or "") if text)
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if content else []
+
+
+def _sendable(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message with empty text says so with ``""``: the SDK would send ``null``, which some
+    servers' schemas refuse, while every server accepts an empty string."""
+    if message.get("role") == "assistant" and message.get("content") is None:
+        return {**message, "content": ""}
+    return message
 
 
 # ---------------------------------------------------------------- responses
@@ -200,8 +300,11 @@ class StreamAssembler:
         self.usage: Usage | None = None
         self.model = ""
         self.saw_choice = False
+        #: Chunks received, of any kind.
+        self.chunks = 0
 
     def add(self, chunk: Mapping[str, Any]) -> StreamDelta | None:
+        self.chunks += 1
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self.usage = usage_from_dict(chunk["usage"])

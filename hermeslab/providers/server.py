@@ -8,6 +8,10 @@ check the client against a server whose every byte they control.
 Only the standard library is used (``http.server``). Streams are sent with
 chunked transfer encoding, so a stream the server abandons half-way is seen
 by the client as a broken response rather than a short, complete one.
+
+Given a personality (``personalities.py``), the server answers the way one
+kind of real server does: llama-cpp-python, llama-server, vLLM, Ollama or
+OpenAI, each with its own refusals, streams and tool_choice semantics.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..core.messages import MessageValidationError, text_of, validate_messages, wire_message
 from ..core.provider import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from .personalities import OutputLimited, Personality, Slot, personality_named, prepared
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +45,7 @@ ARGUMENT_FRAGMENT_CHARS = 16
 _KNOWN_KEYS = frozenset(
     {"model", "messages", "tools", "max_tokens", "max_completion_tokens", "temperature", "stream", "stream_options"}
 )
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -277,7 +283,7 @@ class CompletionEndpoint:
                 if close is not None:
                     close()
 
-        return Reply(chunks=chunks(), headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        return Reply(chunks=chunks(), headers=dict(SSE_HEADERS))
 
 
 # ---------------------------------------------------------------- HTTP
@@ -342,7 +348,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(payload, dict):
             self._send(error_reply(400, f"the request body must be a JSON object, got {type(payload).__name__}"))
             return
-        self._send(self.server.owner.endpoint.respond(call_index, payload))
+        self._send(self.server.owner.respond(call_index, payload))
 
     # ------------------------------------------------------------ helpers
 
@@ -439,6 +445,10 @@ class LocalServer:
 
     ``calls`` counts the chat-completion requests received (thread-safe); each
     one's zero-based position is the ``call_index`` passed to ``endpoint``.
+
+    With a ``personality`` (a name from ``personalities.PERSONALITIES``) the
+    server answers as that kind of server does, around whatever endpoint is
+    installed; ``context_window`` is then the window it enforces its way.
     """
 
     def __init__(
@@ -449,17 +459,26 @@ class LocalServer:
         *,
         chunk_delay: float = 0.0,
         api_key: str | None = None,
+        personality: str | Personality | None = None,
+        context_window: int | None = None,
     ):
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, got {port}")
         if chunk_delay < 0:
             raise ValueError(f"chunk_delay must be zero or positive, got {chunk_delay}")
+        if context_window is not None and context_window < 1:
+            raise ValueError(f"context_window must be a positive number of tokens, got {context_window}")
+        self.personality = personality_named(personality)
+        if self.personality is not None:
+            provider = OutputLimited(provider, self.personality.cut_tool_call_finish)
         self.provider = provider
         self.host = host
         self.port = port
         self.chunk_delay = chunk_delay
         self.api_key = api_key
+        self.context_window = context_window
         self.endpoint = CompletionEndpoint(provider)
+        self._slot = Slot()
         self._calls = 0
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -474,6 +493,23 @@ class LocalServer:
         with self._lock:
             self._calls += 1
             return self._calls - 1
+
+    def respond(self, call_index: int, payload: Mapping[str, Any]) -> Reply:
+        """The endpoint's reply to one request, as the server's personality gives it."""
+        personality = self.personality
+        if personality is None:
+            return self.endpoint.respond(call_index, payload)
+        held = self._slot.take() if personality.single_slot else None
+        request, refusal = prepared(personality, payload, self.context_window)
+        if refusal is not None:
+            status, body = refusal
+            if payload.get("stream") and not personality.streamed_errors_have_status:
+                return Reply(chunks=iter(()), headers=dict(SSE_HEADERS))
+            return Reply(status=status, body=body)
+        reply = self.endpoint.respond(call_index, request)
+        if held is not None and reply.chunks is not None:
+            reply.chunks = self._slot.guarded(reply.chunks, held)
+        return reply
 
     @property
     def model_name(self) -> str:

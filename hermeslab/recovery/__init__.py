@@ -29,7 +29,9 @@ from .log import RECOVERED, RecoveryAction, RecoveryLog
 from .repair import malformed_tool_calls, repair_message_encoding, repair_surrogates, repaired_request
 from .truncation import (
     CONTINUE_NOTICE,
+    NoRoomToContinue,
     complete_truncated,
+    continuation_cap,
     continuation_messages,
     is_truncated,
     raised_output_cap,
@@ -39,8 +41,9 @@ from .truncation import (
 __all__ = [
     "CONTINUE_NOTICE", "EMPTY_MARKER", "FAULT_CLASSES", "NUDGE_TEXT", "RECOVERED", "RULES", "CallState",
     "Classification", "CredentialRefresh", "Decision", "EmptyContext", "EmptyRecovery", "FaultClass", "ProviderSlot",
-    "RecoveryAction", "RecoveryChain", "RecoveryFailed", "RecoveryLog", "SessionSize", "backoff_delay", "classify",
-    "complete_truncated", "continuation_messages", "has_inline_thinking", "is_empty", "is_truncated",
+    "NoRoomToContinue", "RecoveryAction", "RecoveryChain", "RecoveryFailed", "RecoveryLog", "SessionSize", "backoff_delay", "classify",
+    "complete_truncated", "continuation_cap", "continuation_messages", "has_inline_thinking", "is_empty",
+    "is_truncated",
     "malformed_tool_calls", "nudge_messages", "prefill_message", "prior_housekeeping_text", "raised_output_cap",
     "recent_tool_result", "repair_message_encoding", "repair_surrogates", "repaired_request", "retry_delay",
     "thinking_exhausted", "visible_text",

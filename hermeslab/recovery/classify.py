@@ -200,8 +200,17 @@ UNSUPPORTED_PARAMETER = _words(
     r"unknown[_ ]parameter", r"unsupported[_ ]parameter", r"unrecognized request argument",
     r"extra inputs are not permitted", r"additional properties are not allowed",
 )
+#: A body a server's schema rejected, in the words of the usual validators: pydantic (v1 and v2), JSON
+#: Schema, serde, Go's encoding/json and generic request validation.
+SCHEMA_REJECTION = _words(
+    r"\bvalidation errors? for\b", r"\binput should be (?:a )?(?:valid|greater|less|at (?:least|most))\b",
+    r"\[type=\w+(?:, |\])", r"\bfield required\b", r"\bvalue is not a valid\b", r"\bextra_forbidden\b",
+    r"\bis not of type '", r"\bis a required property\b", r"\binvalid type: \w+(?: \S+)?, expected\b",
+    r"\bmissing field `", r"\bunknown field `", r"\bfailed to deserialize\b", r"\bcannot unmarshal\b.{0,80}\binto\b",
+    r"\brequest (?:body )?validation (?:error|failed)\b", r"\binvalid request body\b",
+)
 #: A request the server refused as malformed, in any status: a 5xx saying this is no passing outage.
-REQUEST_VALIDATION = _words(UNSUPPORTED_PARAMETER.pattern, r"invalid_request_error")
+REQUEST_VALIDATION = _words(UNSUPPORTED_PARAMETER.pattern, r"invalid_request_error", SCHEMA_REJECTION.pattern)
 #: A provider's note that the model answered with nothing, often blaming a low max_tokens: retry, not compress.
 EMPTY_ANSWER = _words(r"returned an empty response", r"empty response despite retries", r"empty response stream",
                       r"model returning empty responses")

@@ -1,11 +1,20 @@
-"""Replies cut by the output limit (``finish_reason == "length"``).
+"""Replies cut by the output limit.
+
+A reply is cut when it says so (``finish_reason == "length"``), and also
+when a tool call's arguments do not parse and the reply used up the output
+cap: some servers report such a reply as ``tool_calls`` whatever stopped it,
+and broken arguments at the very end of the budget were cut, not malformed.
 
 Text is continued: the parts so far go back as assistant messages, each
 followed by a notice, and the model picks up where it stopped; the parts are
-joined into one answer. A cut tool call cannot be continued (its arguments
-are unusable), so the same request is sent again. Each extra request raises
-the output cap. A reply that spent the whole budget thinking has nothing to
-continue and ends the turn.
+joined into one answer. Each continuation asks for the configured cap again
+(the answer grows by that much per request, so the cap itself need not grow).
+A cut tool call cannot be continued (its arguments are unusable), so the same
+request is sent again with twice the cap. A reply that spent the whole budget
+thinking has nothing to continue and ends the turn. When the window has no
+room left for another continuation (the provider refuses it as too large),
+the text written so far is the answer: compressing the history to make room
+would drop the question the parts answer, and the turn would start over.
 """
 
 from __future__ import annotations
@@ -13,25 +22,57 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..core.messages import tool_calls_of
+from ..core.messages import parse_tool_arguments, tool_calls_of
 from ..core.provider import ChatResponse
+from ..core.tokens import count_text
 from .chain import RecoveryFailed
 from .empty import has_inline_thinking, is_empty, visible_text
 from .log import RecoveryLog
 
 #: Sends the request again with these messages after it and this output cap; returns the (repaired) reply,
 #: or None when the request was abandoned (the history was compressed meanwhile, so the turn asks afresh).
+#: A continuation the provider refuses as too large raises ``NoRoomToContinue``.
 Ask = Callable[[list[dict[str, Any]], int], "ChatResponse | None"]
+
+
+class NoRoomToContinue(Exception):
+    """A continuation of a cut reply was refused as too large for the window."""
 
 CONTINUE_NOTICE = ("[Your reply was cut off by the output limit. Continue exactly where it stopped, "
                    "without repeating what you already wrote.]")
-#: Output cap assumed when none is configured, and the ceiling continuations may raise it to.
+#: Output cap for continuations and repeats when none is configured.
 DEFAULT_OUTPUT_CAP = 4_096
+#: The ceiling a repeated request's raised cap stays under (unless the configured cap is higher already).
 MAX_OUTPUT_CAP = 32_768
+#: Share of the cap a reply must have used, by our own count of its tokens, to count as cut at the limit
+#: (a provider's tokenizer and ours differ); a reported count must reach the cap itself.
+ESTIMATED_SHARE = 0.8
 
 
-def is_truncated(response: ChatResponse) -> bool:
-    return response.finish_reason == "length"
+def is_truncated(response: ChatResponse, cap: int | None = None) -> bool:
+    """Cut by the output limit: said so, or (with the request's ``cap`` known) a tool call cut at it."""
+    return response.finish_reason == "length" or (cap is not None and tool_call_cut_at_cap(response, cap))
+
+
+def tool_call_cut_at_cap(response: ChatResponse, cap: int) -> bool:
+    """Tool-call arguments that do not parse, in a reply that spent its output cap."""
+    calls = tool_calls_of(response.message)
+    if not calls or not any(_unparsable((call.get("function") or {}).get("arguments")) for call in calls):
+        return False
+    if response.usage is not None and response.usage.completion_tokens:
+        return response.usage.completion_tokens >= cap
+    spent = count_text(response.message.get("content") or "") + sum(
+        count_text((call.get("function") or {}).get("name") or "")
+        + count_text((call.get("function") or {}).get("arguments") or "") for call in calls)
+    return spent >= ESTIMATED_SHARE * cap
+
+
+def _unparsable(arguments: str | None) -> bool:
+    try:
+        parse_tool_arguments(arguments)
+    except ValueError:
+        return True
+    return False
 
 
 def thinking_exhausted(response: ChatResponse) -> bool:
@@ -49,12 +90,15 @@ def continuation_messages(parts: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def raised_output_cap(configured: int | None, extra_request: int) -> int:
-    """The cap for extra request ``n`` (from 1): doubled each time, never below the configured one."""
-    if extra_request < 1:
-        raise ValueError(f"extra requests count from 1, got {extra_request}")
-    base = configured or DEFAULT_OUTPUT_CAP
-    return min(base * 2 ** extra_request, max(MAX_OUTPUT_CAP, base))
+def continuation_cap(configured: int | None) -> int:
+    """The cap of each continuation: the configured one, or the default when none is."""
+    return configured or DEFAULT_OUTPUT_CAP
+
+
+def raised_output_cap(configured: int | None) -> int:
+    """The cap of a repeated request for a cut tool call: twice the configured one, within the ceiling."""
+    base = continuation_cap(configured)
+    return min(2 * base, max(MAX_OUTPUT_CAP, base))
 
 
 
@@ -77,10 +121,11 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
         raise RecoveryFailed("truncated", "the model spent its whole output budget thinking and wrote no answer; "
                              "raise model.max_tokens")
     if tool_calls_of(response.message):
+        raised = raised_output_cap(cap)
         for n in range(1, limit + 1):
             log.open("truncated_tool_call", "retry", n)
-            response = ask([], raised_output_cap(cap, n))
-            if response is None or not is_truncated(response) or _interrupted(response):
+            response = ask([], raised)
+            if response is None or not is_truncated(response, raised) or _interrupted(response):
                 return response, False
             log.settle("failed: truncated_tool_call")
         raise RecoveryFailed("truncated_tool_call", f"the model's tool call was cut off by the output limit "
@@ -90,7 +135,12 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
     parts = [response.message.get("content") or ""]
     for n in range(1, limit + 1):
         log.open("truncated", "continue", n)
-        more = ask(continuation_messages(parts), raised_output_cap(cap, n))
+        try:
+            more = ask(continuation_messages(parts), continuation_cap(cap))
+        except NoRoomToContinue:
+            log.settle("failed: context_overflow")
+            log.record("truncated", "give_up", n, "no room in the window to continue; kept the text written so far")
+            return dataclasses.replace(response, message={**response.message, "content": "".join(parts)}), True
         if more is None:
             return None, False
         if is_empty(more) and not _interrupted(more):

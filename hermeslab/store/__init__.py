@@ -40,5 +40,5 @@ __all__ = [
 
 
 def open(path: str | Path | None = None, *, lock_timeout: float = 30.0) -> Lab:  # noqa: A001
-    """The lab at ``path`` (default: ``./.hermeslab/lab.duckdb``); a missing file reads as an empty lab."""
+    """The lab at ``path`` (default: ``hermeslab.home.default_lab_path()``); a missing file reads as an empty lab."""
     return Lab(path, lock_timeout=lock_timeout)

@@ -22,6 +22,7 @@ SESSION_COUNTERS = (
     "reasoning_tokens",
     "message_count",
     "tool_call_count",
+    "estimated_calls",
 )
 
 

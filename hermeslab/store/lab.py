@@ -19,6 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import duckdb
 import pandas as pd
 
+from hermeslab.home import default_lab_path
 from hermeslab.store.schema import (
     SCHEMA_VERSION,
     SchemaError,
@@ -32,11 +33,6 @@ from hermeslab.store.schema import (
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 
-def default_lab_path() -> Path:
-    """``./.hermeslab/lab.duckdb``, anchored to the current directory at call time."""
-    return Path.cwd() / ".hermeslab" / "lab.duckdb"
-
-
 _TURN_USAGE = """
 WITH calls AS (
     SELECT turn,
@@ -44,23 +40,33 @@ WITH calls AS (
            arg_max(prompt_tokens, (call_index, attempt, created_at))
                FILTER (WHERE prompt_tokens IS NOT NULL) AS last_prompt_tokens,
            CAST(coalesce(sum(prompt_tokens), 0) AS BIGINT) AS prompt_tokens,
-           CAST(coalesce(sum(completion_tokens), 0) AS BIGINT) AS completion_tokens
-    FROM api_calls WHERE session_id = $session_id GROUP BY turn
+           CAST(coalesce(sum(completion_tokens), 0) AS BIGINT) AS completion_tokens,
+           count(*) FILTER (WHERE usage_estimated) AS estimated_calls
+    FROM api_calls WHERE session_id = $session_id AND coalesce(purpose, 'turn') = 'turn' GROUP BY turn
 ),
 tools AS (SELECT turn, count(*) AS tool_calls FROM tool_calls WHERE session_id = $session_id GROUP BY turn),
 finished AS (SELECT turn, any_value(status) AS status FROM turns WHERE session_id = $session_id GROUP BY turn),
-all_turns AS (SELECT turn FROM calls UNION SELECT turn FROM tools UNION SELECT turn FROM finished)
+all_turns AS (SELECT turn FROM calls UNION SELECT turn FROM tools UNION SELECT turn FROM finished),
+-- A compression in mid-turn rotates the session: the turn ends in a child session, and here reads 'continued'.
+continued AS (
+    SELECT DISTINCT work.turn FROM sessions AS child
+    JOIN (SELECT session_id, turn FROM api_calls UNION ALL SELECT session_id, turn FROM turns) AS work
+        ON work.session_id = child.id
+    WHERE child.parent_session_id = $session_id
+)
 SELECT all_turns.turn,
-       finished.status,
+       coalesce(finished.status, CASE WHEN continued.turn IS NOT NULL THEN 'continued' END) AS status,
        coalesce(calls.api_calls, 0) AS api_calls,
        coalesce(tools.tool_calls, 0) AS tool_calls,
        calls.last_prompt_tokens,
        coalesce(calls.prompt_tokens, 0) AS prompt_tokens,
-       coalesce(calls.completion_tokens, 0) AS completion_tokens
+       coalesce(calls.completion_tokens, 0) AS completion_tokens,
+       coalesce(calls.estimated_calls, 0) AS estimated_calls
 FROM all_turns
 LEFT JOIN calls USING (turn)
 LEFT JOIN tools USING (turn)
 LEFT JOIN finished USING (turn)
+LEFT JOIN continued USING (turn)
 ORDER BY all_turns.turn
 """
 
@@ -169,7 +175,11 @@ class Lab:
         """One row per turn: status, API and tool calls, the last call's prompt tokens, summed tokens.
 
         ``last_prompt_tokens`` is how full the context was at the end of the turn
-        (the last call that reported usage); ``prompt_tokens`` is what the turn was billed.
+        (the last call that reported usage); ``prompt_tokens`` is what the turn was billed. A turn that a
+        compression moved to a child session part-way reads ``continued`` here and ends in the child.
+        ``estimated_calls`` counts calls whose figures are a local estimate (the provider reported no
+        usage): above zero, the row's tokens are not all measured. The background review's calls
+        (``purpose = 'review'`` in ``api_calls``) count in no turn.
         """
         return self.sql(_TURN_USAGE, {"session_id": _session_id(session_id)})
 

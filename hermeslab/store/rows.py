@@ -52,6 +52,8 @@ class RowBuilder:
         self._redact = redact
         self._tool_names: dict[str, dict[str, str]] = {}
         self._open_turns: dict[tuple[str, int, str | None], tuple[float, str]] = {}
+        #: Per open turn, how many of its answered calls carry our estimate instead of the provider's usage.
+        self._estimated_calls: dict[tuple[str, int, str | None], int] = {}
         self._event_seq = 0
         self._sessions: set[str] = set()
 
@@ -96,12 +98,16 @@ class RowBuilder:
         self._tool_names.pop(event.session_id, None)
         for key in [key for key in self._open_turns if key[0] == event.session_id]:
             del self._open_turns[key]
+        for key in [key for key in self._estimated_calls if key[0] == event.session_id]:
+            del self._estimated_calls[key]
 
     def _on_turn_started(self, event: TurnStarted, part: Batch) -> None:
         self._open_turns[(event.session_id, event.turn, event.run_id)] = (float(event.ts), event.user_text)
 
     def _on_turn_finished(self, event: TurnFinished, part: Batch) -> None:
-        started_at, user_text = self._open_turns.pop((event.session_id, event.turn, event.run_id), (None, None))
+        key = (event.session_id, event.turn, event.run_id)
+        started_at, user_text = self._open_turns.pop(key, (None, None))
+        estimated = self._estimated_calls.pop(key, 0)
         part.add(
             "turns",
             {
@@ -112,6 +118,7 @@ class RowBuilder:
                 "api_calls": _opt_int(event.api_calls),
                 "prompt_tokens": _opt_int(event.prompt_tokens),
                 "completion_tokens": _opt_int(event.completion_tokens),
+                "estimated_calls": estimated,
                 "error": self._private(event.error),
                 "started_at": utc(started_at),
                 "ended_at": utc(event.ts),
@@ -170,16 +177,25 @@ class RowBuilder:
                 "cache_write_tokens": cache_write,
                 "reasoning_tokens": reasoning,
                 "usage_estimated": bool(event.usage_estimated),
+                "purpose": _opt_str(event.purpose),
                 "latency_ms": _opt_float(event.latency_ms),
                 "finish_reason": _opt_str(event.finish_reason),
                 "error_class": _opt_str(event.error_class),
                 "error_message": self._private(event.error_message),
                 "status_code": _opt_int(event.status_code),
+                "partial_text": self._private(event.partial_text),
                 "created_at": utc(event.ts),
             },
         )
+        if event.purpose != "turn":  # a review's calls are logged, but the session and turn totals are the user's
+            return
+        estimated = int(bool(event.usage_estimated))  # a failed call's partial reply may carry an estimate too
+        if estimated:
+            key = (event.session_id, event.turn, event.run_id)
+            self._estimated_calls[key] = self._estimated_calls.get(key, 0) + 1
         for counter, amount in (
             ("api_call_count", 1),
+            ("estimated_calls", estimated),
             ("input_tokens", prompt),
             ("output_tokens", completion),
             ("cache_read_tokens", cache_read),
@@ -214,8 +230,11 @@ class RowBuilder:
                 "strategy": _opt_str(event.strategy),
                 "tokens_before": _opt_int(event.tokens_before),
                 "tokens_after": _opt_int(event.tokens_after),
+                "prompt_tokens_before": _opt_int(event.prompt_tokens_before),
+                "prompt_tokens_after": _opt_int(event.prompt_tokens_after),
                 "messages_before": _opt_int(event.messages_before),
                 "messages_after": _opt_int(event.messages_after),
+                "messages_dropped": _opt_int(event.messages_dropped),
                 "compress_start": _opt_int(event.compress_start),
                 "compress_end": _opt_int(event.compress_end),
                 "summary_tokens": _opt_int(event.summary_tokens),

@@ -227,10 +227,36 @@ _V2_COMPRESSION_MODE = (
     "ALTER TABLE compressions ADD COLUMN archived_before_seq BIGINT",
 )
 
+# Older labs learn from their own api_calls which turns and sessions counted an estimate; a call logged
+# before purposes existed was a turn's call.
+_V3_ESTIMATES_AND_PURPOSE = (
+    "ALTER TABLE api_calls ADD COLUMN purpose VARCHAR DEFAULT 'turn'",
+    "ALTER TABLE turns ADD COLUMN estimated_calls INTEGER DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN estimated_calls BIGINT DEFAULT 0",
+    "ALTER TABLE compressions ADD COLUMN prompt_tokens_before BIGINT",
+    "ALTER TABLE compressions ADD COLUMN prompt_tokens_after BIGINT",
+    "ALTER TABLE compressions ADD COLUMN messages_dropped INTEGER DEFAULT 0",
+    "ALTER TABLE api_calls ADD COLUMN partial_text VARCHAR",
+    """
+    UPDATE turns SET estimated_calls = (
+        SELECT count(*) FROM api_calls AS a
+        WHERE a.session_id = turns.session_id AND a.turn = turns.turn AND a.run_id IS NOT DISTINCT FROM turns.run_id
+          AND a.usage_estimated)
+    """,
+    """
+    UPDATE sessions SET estimated_calls = (
+        SELECT count(*) FROM api_calls AS a
+        WHERE a.session_id = sessions.id AND a.usage_estimated)
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, messages, turns, api and tool calls, compressions, recoveries, errors, events", _V1_TABLES),
     Migration(2, "how a compression was applied: rotation to a child session or in-place archiving",
               _V2_COMPRESSION_MODE),
+    Migration(3, "which token counts are estimates, why each call was made, compressed sizes as sent, "
+              "messages dropped unsummarised, text received before a call failed",
+              _V3_ESTIMATES_AND_PURPOSE),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

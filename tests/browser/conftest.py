@@ -27,7 +27,9 @@ CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+#: Screenshots and timings; HERMESLAB_BROWSER_ARTIFACTS moves them (e.g. to a CI upload folder).
+ARTIFACTS = Path(os.environ.get("HERMESLAB_BROWSER_ARTIFACTS")
+                 or Path(__file__).resolve().parents[2] / "test-artifacts" / "browser")
 #: Lab settings: no news toast over the page, every cell kept in the DOM.
 USER_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",

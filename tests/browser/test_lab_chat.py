@@ -11,6 +11,7 @@ import time
 
 import nbformat
 import pytest
+from lab_page import cell, eventually, output, wait_idle, write_notebook
 from playwright.sync_api import Page, expect
 
 from hermeslab.store import open as open_lab
@@ -21,51 +22,17 @@ NUMBERS = re.compile(r"[\d,]+ / [\d,]+ tokens")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def write_notebook(path, lab_path, workspace) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+def write_chat_notebook(path, lab_path, workspace) -> None:
     setup = (f"%load_ext hermeslab\n%config Hermes.lab = {str(lab_path)!r}\n"
              f"%config Hermes.workspace = {str(workspace)!r}\n%config Hermes.stream_delay = 0.02")
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
-        setup,
-        "%%hermes\nread notes.txt",
-        "%%hermes\ncount to 3000",
-    )]
-    nbformat.write(nb, path)
-
-
-def cell(page: Page, index: int):
-    return page.locator(".jp-Notebook .jp-Cell").nth(index)
-
-
-def output(page: Page, index: int):
-    return cell(page, index).locator(".jp-OutputArea")
-
-
-def eventually(check, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def wait_idle(page: Page, timeout: float = 60_000) -> None:
-    """The notebook's kernel is connected and idle (the toolbar indicator says idle before it connects)."""
-    page.wait_for_function(
-        "() => { const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;"
-        " return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle'; }",
-        timeout=timeout)
+    write_notebook(path, [setup, "%%hermes\nread notes.txt", "%%hermes\ncount to 3000"])
 
 
 def test_chat_streams_stops_and_survives_a_reload(lab_server, page: Page, artifacts):
     root = lab_server.root
     (root / "notes.txt").write_text("the launch code is 4417\n")
     lab_path = root / "lab.duckdb"
-    write_notebook(root / "chat.ipynb", lab_path, root)
+    write_chat_notebook(root / "chat.ipynb", lab_path, root)
 
     page.goto(lab_server.notebook_url("chat.ipynb"))
     wait_idle(page)

@@ -1,0 +1,186 @@
+"""A fixed script of what hermeslab needs from an OpenAI-compatible server, run against a real one.
+
+    python benchmarks/real_server_check.py http://127.0.0.1:8080/v1 --model gemma --context-length 2048
+
+Each check runs through the real ``openai`` client path (``model.base_url`` set)
+with a throw-away lab, and reports whether it passed and what it saw:
+
+* ``chat`` — one non-streamed turn completes;
+* ``stream`` — one streamed turn completes with text, and whether the server
+  reported usage in the stream or hermeslab had to estimate it;
+* ``tools`` — a turn with tools offered completes (``tool_choice`` as
+  configured); whether the model called a tool is reported, not required;
+* ``compression`` — after a few turns, ``/compress`` (the LLM summariser
+  through this server) compresses and a later turn still completes;
+* ``oversized_message`` — a message larger than the window is refused before it
+  is sent, and the next turn completes;
+* ``server_overflow`` — with hermeslab told the window is four times
+  ``--context-length``, a long history reaches the server's real limit; the
+  overflow must be recognised and the turn complete after compression;
+* ``ab`` — ``hermeslab ab`` over two of the project's recorded sessions and two
+  configs whose summariser is this server; every cell must reach it.
+
+The last line printed is one JSON object (also stored as
+``benchmarks/results/real_server_check.json`` unless ``--out`` says otherwise).
+No check needs the model to answer well: a small base model passes them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from _record import ROOT, Record, add_out_option
+
+from hermeslab.core.config import Config
+from hermeslab.core.events import ApiCallFinished, CompressionEvent, EventBus
+from hermeslab.runtime import Runtime
+
+DATASET = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
+FILLER = "The quick brown fox jumps over the lazy dog while the lab records every token. "
+
+
+class Checks:
+    """Runs the checks in order against one endpoint, each in a fresh runtime and lab."""
+
+    def __init__(self, url: str, model: str, api_key: str, context_length: int, max_tokens: int, workdir: Path):
+        self.url, self.model, self.api_key = url, model, api_key
+        self.context_length, self.max_tokens, self.workdir = context_length, max_tokens, workdir
+
+    def config(self, **overrides: Any) -> Config:
+        settings: dict[str, Any] = {
+            "model.name": self.model, "model.base_url": self.url, "model.api_key": self.api_key,
+            "model.context_length": self.context_length, "model.max_tokens": self.max_tokens,
+            "store.path": str(self.workdir / f"lab-{time.monotonic_ns()}.duckdb"),
+            "memory.path": str(self.workdir), "skills.enabled": False, "tools.workspace": str(self.workdir),
+        }
+        settings.update(overrides)
+        return Config().with_overrides(settings)
+
+    def run(self, config: Config, body: Callable[[Runtime, list[Any]], dict[str, Any]]) -> dict[str, Any]:
+        bus, seen = EventBus(), []
+        bus.subscribe(seen.append, kinds=(ApiCallFinished, CompressionEvent))
+        started = time.perf_counter()
+        try:
+            with Runtime(config, source="real_server_check", bus=bus) as runtime:
+                result = body(runtime, seen)
+        except Exception as exc:  # a check that raises has failed; the others still run
+            result = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
+        result["seconds"] = round(time.perf_counter() - started, 2)
+        return result
+
+    def chat(self) -> dict[str, Any]:
+        def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
+            turn = runtime.agent.chat("Say hello in one short sentence.")
+            return {"passed": turn.status == "completed", "status": turn.status, "error": turn.error,
+                    "characters": len(turn.text)}
+        return self.run(self.config(**{"agent.stream": False}), body)
+
+    def stream(self) -> dict[str, Any]:
+        def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
+            turn = runtime.agent.chat("Count from one to five.")
+            calls = [e for e in seen if isinstance(e, ApiCallFinished)]
+            return {"passed": turn.status == "completed" and bool(turn.text), "status": turn.status,
+                    "error": turn.error, "characters": len(turn.text),
+                    "usage_reported": bool(calls) and not any(c.usage_estimated for c in calls)}
+        return self.run(self.config(**{"agent.stream": True}), body)
+
+    def tools(self) -> dict[str, Any]:
+        def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
+            turn = runtime.agent.chat("Use the todo tool to add the item 'check the server', then say done.")
+            called = any(m.get("role") == "tool" for m in turn.messages)
+            return {"passed": turn.status == "completed", "status": turn.status, "error": turn.error,
+                    "tool_called": called}
+        return self.run(self.config(**{"agent.stream": True}), body)
+
+    def compression(self) -> dict[str, Any]:
+        def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
+            for index in range(4):
+                runtime.agent.chat(f"Note {index}: {FILLER * 3}Reply with one word.")
+            compaction = runtime.agent.compress()
+            after = runtime.agent.chat("What was note 2 about? One sentence.")
+            events = [e for e in seen if isinstance(e, CompressionEvent)]
+            return {"passed": compaction is not None and bool(events) and events[-1].effective
+                    and after.status == "completed",
+                    "summary_by_fallback": bool(events) and events[-1].fallback_used,
+                    "tokens_before": events[-1].tokens_before if events else None,
+                    "tokens_after": events[-1].tokens_after if events else None,
+                    "status_after": after.status, "error": after.error}
+        return self.run(self.config(**{"compression.summariser": "llm"}), body)
+
+    def oversized_message(self) -> dict[str, Any]:
+        def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
+            refused = runtime.agent.chat(FILLER * (self.context_length // 4))
+            after = runtime.agent.chat("Say hello.")
+            return {"passed": refused.status != "completed" and after.status == "completed",
+                    "refusal": refused.error, "status_after": after.status, "error": after.error}
+        return self.run(self.config(), body)
+
+    def server_overflow(self) -> dict[str, Any]:
+        def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
+            statuses = []
+            for index in range(6):
+                turn = runtime.agent.chat(f"Part {index}: {FILLER * (self.context_length // 60)}Reply with one word.")
+                statuses.append(turn.status)
+            compressions = [e for e in seen if isinstance(e, CompressionEvent)]
+            triggers = [e.trigger for e in compressions]
+            return {"passed": all(s == "completed" for s in statuses) and "overflow" in triggers,
+                    "statuses": statuses, "compressions": triggers}
+        return self.run(self.config(**{"model.context_length": self.context_length * 4}), body)
+
+    def ab(self) -> dict[str, Any]:
+        from hermeslab.cli import main
+
+        started = time.perf_counter()
+        specs = []
+        for name, threshold in (("low", 0.5), ("high", 0.8)):
+            path = self.workdir / f"{name}.yaml"
+            path.write_text(f"model: {{name: {self.model!r}, base_url: {self.url!r}, api_key: {self.api_key!r}}}\n"
+                            f"compression: {{summariser: llm, threshold: {threshold}, min_threshold_tokens: 1000}}\n",
+                            encoding="utf-8")
+            specs += ["--config", str(path)]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = main(["ab", str(DATASET), *specs, "--limit", "2", "--executor", "serial", "--resamples", "99"])
+        return {"passed": code == 0, "exit_code": code, "tail": out.getvalue().strip().splitlines()[-3:],
+                "seconds": round(time.perf_counter() - started, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("url", help="the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--model", default="default", help="model name sent to the server (default: default)")
+    parser.add_argument("--api-key", default="none", help="API key sent to the server (default: none)")
+    parser.add_argument("--context-length", type=int, default=2048,
+                        help="the server's context window in tokens (default 2048)")
+    parser.add_argument("--max-tokens", type=int, default=64, help="output cap per request (default 64)")
+    parser.add_argument("--only", action="append", help="run only this check (repeatable)")
+    add_out_option(parser, "real_server_check")
+    args = parser.parse_args(argv)
+    record = Record("real_server_check")
+    names = ("chat", "stream", "tools", "compression", "oversized_message", "server_overflow", "ab")
+    chosen = args.only or list(names)
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        parser.error(f"unknown check {unknown[0]!r} (choose from {', '.join(names)})")
+    with tempfile.TemporaryDirectory(prefix="hermeslab-server-check-") as tmp:
+        checks = Checks(args.url, args.model, args.api_key, args.context_length, args.max_tokens, Path(tmp))
+        results = {}
+        for name in chosen:
+            results[name] = getattr(checks, name)()
+            print(f"{name}: {'passed' if results[name]['passed'] else 'FAILED'}", file=sys.stderr)
+    report = {"url": args.url, "model": args.model, "context_length": args.context_length,
+              "passed": sorted(n for n, r in results.items() if r["passed"]),
+              "failed": sorted(n for n, r in results.items() if not r["passed"]), "checks": results}
+    record.finish(report, args.out)
+    return 0 if not report["failed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
