@@ -182,7 +182,8 @@ class Agent:
                        status_code=exc.status, fatal=True)
             final = exc.final_text if isinstance(exc, RecoveryFailed) else None
             result.text = final or f"The model call failed and the turn stopped: {exc}"
-            if all(m.get("role") == "user" for m in self._turn_added):  # nothing answered them
+            unanswered = all(m.get("role") == "user" for m in self._turn_added)
+            if unanswered and self.config.compression.withdraw_unanswered_input:
                 self.sessions.withdraw(self._turn_added)
         self.recovery.end_turn(result.status)
         self._close_open_tool_calls()

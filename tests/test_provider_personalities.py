@@ -312,6 +312,17 @@ def test_a_failed_turn_leaves_no_two_user_messages_in_a_row(hosted, tmp_path):
     assert roles_alternate(agent.messages) and roles_alternate(server.payloads[-1]["messages"])
 
 
+def test_under_hermes_a_failed_turn_keeps_its_question_and_the_wire_still_alternates(hosted, tmp_path):
+    """Hermes keeps an unanswered message in the context; the client still sends one user message."""
+    server = hosted("vllm", schedule=FaultSchedule.single("auth", at=(0,)))
+    agent, _ = agent_for(server, tmp_path / "ws", **{"compression.preset": "hermes-0.19"})
+    assert agent.chat("Who are you?").status == "failed"
+    assert agent.chat("What can you do?").status == "completed"
+    users = [m["content"] for m in agent.messages if m["role"] == "user"]
+    assert users[:2] == ["Who are you?", "What can you do?"]
+    assert roles_alternate(server.payloads[-1]["messages"])
+
+
 def test_user_texts_that_arrived_together_are_sent_as_one_message(hosted, tmp_path):
     server = hosted("llama-cpp-python")
     agent, _ = agent_for(server, tmp_path / "ws")

@@ -253,7 +253,7 @@ def test_an_answer_still_cut_after_the_continuations_is_kept_with_a_warning(tmp_
                                   **{"recovery.max_continuations": 3})
     result = agent.chat("go")
     assert result.status == "completed" and result.text == "part 0 part 1 part 2 part 3 "
-    assert any(isinstance(e, Notice) and "still cut off" in e.text for e in events)
+    assert any(isinstance(e, Notice) and "cut off at the output limit" in e.text for e in events)
 
 
 def test_a_cut_tool_call_is_asked_again_and_never_run_half(tmp_path):

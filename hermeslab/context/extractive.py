@@ -30,7 +30,10 @@ ACTIVE_TASK_MAX_CHARS = 1_400
 _LINE_MAX_CHARS = 300
 _MAX_BLOCKED = 5
 _MAX_FILES = 12
-_MAX_ENTITIES = 80
+#: Most entities Critical Context offers; the budget fit decides how many stay.
+_MAX_ENTITIES = 240
+#: Entities per Critical Context line: one per line would spend a line break and a dash on each.
+_ENTITIES_PER_LINE = 8
 _MAX_NOTES = 5
 
 # ---------------------------------------------------------------- reading a span
@@ -382,8 +385,14 @@ def _rank_entities(facts: _SpanFacts, previous_entities: list[str], span_length:
     return sorted(count, key=lambda e: (-score[e], -last[e], first[e], e))
 
 
-def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_summary: str) -> tuple[Lines, Lines]:
-    """Relevant Files (paths the tools used, most recent first, then paths seen in text) and Critical Context."""
+def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_summary: str,
+                        kept_text: str = "") -> tuple[Lines, Lines]:
+    """Relevant Files (paths the tools used, most recent first, then paths seen in text) and Critical Context.
+
+    Critical Context passes over entities ``kept_text`` (what stays in the
+    context beside the summary) or the listed files show verbatim: they are
+    not lost, so the places go to the next ones down the ranking.
+    """
     ranked = _rank_entities(facts, extract_entities(previous_summary) if previous_summary else [], facts.length)
     used: dict[str, None] = {}
     for call in facts.calls:
@@ -395,10 +404,30 @@ def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_su
     file_lines: Lines = [(f"- {clip(path, 200)}", 55 - 10 * i / _MAX_FILES) for i, path in enumerate(files)]
     earlier = [line for line, _ in _carried(previous.get("Relevant Files", ""), 0) if not any(f in line for f in files)]
     file_lines += [(line, 44) for line in earlier[: _MAX_FILES - len(files)]]
-    listed = set(files)
-    entities = [e for e in ranked if e not in listed][:_MAX_ENTITIES]
-    entity_lines: Lines = [(f"- {clip(e, 200)}", 58 - 23 * i / max(len(entities), 1)) for i, e in enumerate(entities)]
+    entities = uncovered_entities(ranked, "\n".join([kept_text, *files]), _MAX_ENTITIES)
+    groups = [entities[start:start + _ENTITIES_PER_LINE] for start in range(0, len(entities), _ENTITIES_PER_LINE)]
+    entity_lines: Lines = [("- " + "; ".join(clip(e, 200) for e in group), 58 - 23 * i / len(groups))
+                           for i, group in enumerate(groups)]
     return file_lines, entity_lines
+
+
+def uncovered_entities(ranked: list[str], covered: str, limit: int) -> list[str]:
+    """Up to ``limit`` of ``ranked``, in order, that neither ``covered`` nor another one chosen contains.
+
+    A fact is found wherever its text appears, so ``core.py`` needs no place of
+    its own beside ``src/core.py``: the places go to facts not shown yet.
+    """
+    chosen: list[str] = []
+    joined = ""
+    for entity in ranked:
+        if len(chosen) == limit:
+            break
+        if entity in covered or entity in joined:
+            continue
+        chosen.append(entity)
+        joined += "\0" + entity
+    # A later, longer choice may contain an earlier one: that one goes, its text is still there.
+    return [entity for entity in chosen if joined.count(entity) == 1]
 
 
 _FOCUS_SEPARATOR = "\n\nFocus: "
@@ -413,8 +442,20 @@ def _active_task(facts: _SpanFacts, previous: dict[str, str], focus: str | None)
     else:
         task = "No new user request in this part of the conversation."
     if focus and focus.strip():
-        task += f"{_FOCUS_SEPARATOR}{clip(redact(focus.strip()), ACTIVE_TASK_MAX_CHARS)}"
+        task += f"{_FOCUS_SEPARATOR}{_focus_quote(redact(focus.strip()))}"
     return task
+
+
+def _focus_quote(focus: str) -> str:
+    """The focus as Active Task shows it: whole, or by its first line when longer than a task quote.
+
+    A cut copy of a long focus cannot be the verbatim text its caller wanted
+    (the pipeline quotes a long original task ahead of the summary itself), so
+    repeating its first thousand characters would only spend the budget twice.
+    """
+    if len(focus) <= ACTIVE_TASK_MAX_CHARS:
+        return focus
+    return clip(focus.split("\n", 1)[0].strip(), _LINE_MAX_CHARS) + " [...]"
 
 
 # ---------------------------------------------------------------- fitting to the budget
@@ -476,10 +517,33 @@ def validate_request(request: SummaryRequest) -> None:
     window = request.window_tokens
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
         raise ValueError(f"SummaryRequest.window_tokens must be a positive int or None, got {window!r}")
+    for name in ("originals", "kept"):
+        messages = getattr(request, name)
+        if messages is not None and (not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages)):
+            raise TypeError(f"SummaryRequest.{name} must be a list of message dicts or None")
     for name in ("previous_summary", "focus", "memory_context"):
         value = getattr(request, name)
         if value is not None and not isinstance(value, str):
             raise TypeError(f"SummaryRequest.{name} must be a str or None, got {type(value).__name__}")
+
+
+def _readable_span(request: SummaryRequest) -> list[dict[str, Any]]:
+    """The span to read: as the conversation showed it when the request carries that, else as handed over.
+
+    Pruning cut old tool results to one line; the whole results are where the
+    ids, paths and numbers are, and reading them costs no summary tokens.
+    """
+    originals = request.originals
+    if originals is not None and len(originals) == len(request.span):
+        return originals
+    return request.span
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    """A message's text and its tool-call arguments: everything in it a fact could be quoted from."""
+    arguments = [str((call.get("function") or {}).get("arguments") or "")
+                 for call in tool_calls_of(message) if isinstance(call, dict)]
+    return "\n".join([text_of(message), *arguments])
 
 
 class ExtractiveSummariser:
@@ -492,11 +556,11 @@ class ExtractiveSummariser:
 
     def summarise(self, request: SummaryRequest) -> SummaryOutcome:
         validate_request(request)
-        span = [redact_message(message) for message in request.span]
-        facts = _read_span(span)
+        facts = _read_span([redact_message(message) for message in _readable_span(request)])
         previous_summary = redact(request.previous_summary) if request.previous_summary else ""
         previous = parse_sections(previous_summary) if previous_summary else {}
-        files, entities = _files_and_entities(facts, previous, previous_summary)
+        kept_text = "\n".join(_message_text(message) for message in request.kept or ())
+        files, entities = _files_and_entities(facts, previous, previous_summary, kept_text)
         goal = previous.get("Goal", EMPTY_SECTION)
         if goal == EMPTY_SECTION and facts.asks:
             goal = _one_line(facts.asks[0][1], 400)

@@ -434,6 +434,9 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
                              budget_tokens=summary_budget(cfg, budgets, span_tokens, replaced_tokens),
                              memory_context=memory_context,
                              window_tokens=budgets.context_length if cfg.summary_fits_window else None)
+    if cfg.summary_fact_context:  # pruning keeps one message per message, so the indices still match
+        request.originals = _span_of(messages, plan.boundary, plan.summary_index, whole=cfg.summarise_whole_span)
+        request.kept = head + tail
     try:
         outcome = summariser.summarise(request)
     except Exception as exc:  # a summariser fault must not lose the conversation

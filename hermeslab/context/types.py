@@ -73,6 +73,12 @@ class SummaryRequest:
     #: The window the summary call must fit, prompt and answer together (``summary_fits_window``);
     #: None leaves the call's size to the provider.
     window_tokens: int | None = None
+    #: ``span`` as the conversation showed it, before pruning cut old tool results to one line
+    #: (``summary_fact_context``); a summariser may read facts there. None: ``span`` is all there is.
+    originals: list[dict] | None = None
+    #: The messages that stay in the context beside the summary (``summary_fact_context``), so facts
+    #: they still show need no place in it. None: unknown.
+    kept: list[dict] | None = None
 
 
 @dataclass

@@ -219,6 +219,10 @@ class CompressionConfig:
     #: compression off for the conversation); off, it is logged and only repeated once the
     #: history has changed.
     strike_when_nothing_to_summarise: bool = False
+    #: A turn that failed before any answer takes its user messages back out of the context (the
+    #: log keeps them), so the next turn does not follow them with a second user message (Hermes
+    #: keeps them, and compresses them with the next turn's).
+    withdraw_unanswered_input: bool = True
     # ---- trigger switches (seed value first; hermes-0.19 sets Hermes's agent behaviour)
     #: After a compression the pressure check waits for the provider's reading of the compressed
     #: prompt; on, the preflight and pressure checks defer as Hermes does instead: while that
@@ -236,6 +240,10 @@ class CompressionConfig:
     #: Preflight counts the system prompt as its text's chars/4, apart from the messages
     #: (Hermes's request estimate), rather than as one more message of the list.
     preflight_system_as_text: bool = False
+    #: The summariser also gets the span before pruning and the messages that stay, so the facts
+    #: it keeps come from whole tool results and skip those still in the context (Hermes hands it
+    #: the pruned span alone).
+    summary_fact_context: bool = True
 
 
 @dataclass

@@ -64,12 +64,14 @@ _SEED: dict[str, Any] = {
     "compression.summary_fits_window": True,
     "compression.drop_when_summary_cannot_fit": True,
     "compression.strike_when_nothing_to_summarise": False,
+    "compression.withdraw_unanswered_input": True,
     "compression.long_summary_frame": False,
     "compression.defer_to_real_usage": False,
     "compression.pressure_every_call": False,
     "compression.pressure_counts_against_overflow": False,
     "compression.preflight_gate": False,
     "compression.preflight_system_as_text": False,
+    "compression.summary_fact_context": True,
 }
 
 _HERMES_0_19: dict[str, Any] = {
@@ -110,12 +112,14 @@ _HERMES_0_19: dict[str, Any] = {
     "compression.summary_fits_window": False,
     "compression.drop_when_summary_cannot_fit": False,
     "compression.strike_when_nothing_to_summarise": True,
+    "compression.withdraw_unanswered_input": False,
     "compression.long_summary_frame": True,
     "compression.defer_to_real_usage": True,
     "compression.pressure_every_call": True,
     "compression.pressure_counts_against_overflow": True,
     "compression.preflight_gate": True,
     "compression.preflight_system_as_text": True,
+    "compression.summary_fact_context": False,
 }
 
 #: Dotted config overrides per preset name.

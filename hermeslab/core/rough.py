@@ -131,22 +131,24 @@ class _ReprSizes:
         self._lock = threading.Lock()
 
     def __call__(self, message: Message) -> tuple[int, int]:
+        content, calls = message.get("content"), message.get("tool_calls")
         entry = self._seen.get(id(message))
-        if (entry is not None and entry[0] is message and entry[1] is message.get("content")
-                and entry[2] is message.get("tool_calls") and entry[3] == len(message)):
+        if (entry is not None and entry[0] is message and entry[1] is content and entry[2] is calls
+                and entry[3] == len(message)):
             return entry[4], entry[5]
-        shadow, images = _without_images(message)
-        chars = self._dict_length(shadow)
+        if type(content) is list:
+            shadow, images = _without_images(message)
+            chars = self._dict_length(shadow, shadow.get("content"), calls)
+        else:
+            chars, images = self._dict_length(message, content, calls), 0
         with self._lock:
-            bounded_put(self._seen, id(message),
-                        (message, message.get("content"), message.get("tool_calls"), len(message), chars, images),
+            bounded_put(self._seen, id(message), (message, content, calls, len(message), chars, images),
                         self._max_entries)
         return chars, images
 
-    def _dict_length(self, message: Message) -> int:
+    def _dict_length(self, message: Message, content: Any, calls: Any) -> int:
         if type(message) is not dict:
             return len(str(message))
-        content, calls = message.get("content"), message.get("tool_calls")
         long_content = type(content) is str and len(content) >= LONG_STRING
         long_calls = bool(calls) and type(calls) is list and any(map(_long_arguments, calls))
         if not (long_content or long_calls):

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 from hermeslab.context.entities import extract_entities
@@ -321,13 +322,24 @@ def removed_messages(record: CompressionRecord,
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """What a message says: its text and the arguments of its tool calls."""
+    """What a message says: its text and the arguments of its tool calls, their string escapes read
+    (a command's line break is a break between words, not a ``\\n`` glued to the next one)."""
     content = message.get("content")
     text = content if isinstance(content, str) else text_of(message)
     calls = message.get("tool_calls")
     if not calls:
         return text
-    return "\n".join([text, *((call.get("function") or {}).get("arguments") or "" for call in calls)])
+    arguments = ((call.get("function") or {}).get("arguments") or "" for call in calls)
+    return "\n".join([text, *(_JSON_ESCAPE.sub(_unescape, raw) if "\\" in raw else raw for raw in arguments)])
+
+
+#: A JSON string escape other than ``\\uXXXX``; matched left to right, so an escaped backslash is one unit.
+_JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt])')
+_UNESCAPED = {"n": "\n", "t": "\t", "r": "\r", "b": " ", "f": " ", '"': '"', "\\": "\\", "/": "/"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return _UNESCAPED[match.group(1)]
 
 
 def is_fact(token: str) -> bool:
