@@ -28,7 +28,11 @@ What each side is asked to do, per timed call:
   ``plain`` (``FixedSummariser``: no prompt is built) and ``llm_path``
   (``LLMSummariser`` over a zero-latency provider: the summary prompt is built
   and redacted, as inside Hermes's ``compress()``). ``llm_path`` is the like-
-  for-like comparison; ``plain`` shows the engine without the prompt.
+  for-like comparison; ``plain`` shows the engine without the prompt. The
+  LLM summariser is named a separate summary model (as Hermes's auxiliary
+  compression model is), so ``seed`` builds the whole prompt as Hermes does;
+  fitted to the conversation's own window, a 16K row's span (far more than
+  16K tokens) could not be summarised in one call and would not compress.
 
 Both presets run: ``seed`` (the default; tiktoken counts) and ``hermes-0.19``
 (Hermes's decisions and its chars/4 estimate). Each round times Hermes once and
@@ -248,7 +252,8 @@ class Variant:
         self.cfg = apply_preset(Config(), preset).compression
         self.budgets = derive_budgets(self.cfg, window)
         stub = FixedSummariser()
-        self.summariser = stub if path == "plain" else LLMSummariser(ZeroLatencyProvider(stub.text), "zero-latency")
+        self.summariser = stub if path == "plain" else LLMSummariser(
+            ZeroLatencyProvider(stub.text), "zero-latency", summary_model="zero-latency-summary")
         self.wall_ms: list[float] = []
         self.cpu_ms: list[float] = []
 

@@ -1,6 +1,7 @@
 """Measure the Hermes reference harness: install, bridge overhead, compress() speed, replay totals.
 
-Usage: python benchmarks/hermes_reference_smoke.py [--datasets DIR] [--skip-replay] [--out FILE]
+Usage: python benchmarks/hermes_reference_smoke.py [--datasets DIR] [--timed FILE] [--replayed FILE ...]
+       [--skip-replay] [--out FILE]
 
 Prints one JSON line and writes it to benchmarks/results/hermes_reference_smoke.json.
 Times and CPU seconds of compress() and of the replays are measured inside the
@@ -83,11 +84,15 @@ def compress_speed(ref: HermesReference, sessions: list[dict], context_length: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "datasets")
-    parser.add_argument("--context-length", type=int, default=16_000)
+    parser.add_argument("--datasets", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "datasets",
+                        help="folder of the recordings (default: ../shared/datasets beside the clone)")
+    parser.add_argument("--timed", default=MINI_SWE, help=f"file whose longest sessions are timed (default {MINI_SWE})")
+    parser.add_argument("--replayed", nargs="+", default=[MINI_SWE, TAU2], metavar="FILE",
+                        help=f"files replayed whole (default {MINI_SWE} {TAU2})")
+    parser.add_argument("--context-length", type=int, default=16_000, help="window of the replays (default 16000)")
     parser.add_argument("--longest", type=int, default=5, help="how many of the longest sessions to time")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--skip-replay", action="store_true")
+    parser.add_argument("--repeats", type=int, default=20, help="timed compress() calls per session and window")
+    parser.add_argument("--skip-replay", action="store_true", help="time compress() only")
     add_out_option(parser, "hermes_reference_smoke")
     options = parser.parse_args()
 
@@ -98,8 +103,8 @@ def main() -> None:
     report["venv"] = {"path": str(venv_path).replace(str(Path.home()), "~", 1), "ensure_seconds": round(time.perf_counter() - started, 2),
                       "install_seconds_recorded": (read_marker(venv_path) or {}).get("install_seconds")}
 
-    mini = load(options.datasets / MINI_SWE)
-    longest = sorted(mini, key=lambda s: len(s["messages"]), reverse=True)[: options.longest]
+    timed_sessions = load(options.datasets / options.timed)
+    longest = sorted(timed_sessions, key=lambda s: len(s["messages"]), reverse=True)[: options.longest]
     with HermesReference(venv_path, timeout=None) as ref:
         worker_cpu_before = ref.worker_cpu_seconds()
         report["worker"] = ref.info
@@ -110,7 +115,8 @@ def main() -> None:
         ]
         if not options.skip_replay:
             replays = {}
-            for name, sessions in ((MINI_SWE, mini), (TAU2, load(options.datasets / TAU2))):
+            for name in options.replayed:
+                sessions = load(options.datasets / name)
                 began = time.perf_counter()
                 timed = ref.replay_many_timed(sessions, context_length=options.context_length)
                 results = timed["results"]

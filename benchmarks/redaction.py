@@ -1,8 +1,9 @@
 """Redaction of a summarised middle: the one-pass prefiltered ``redact`` against every rule over the whole text.
 
 The LLM summariser redacts the whole middle it summarises, so the text is
-built the way that middle is: the messages of the shared mini-swe recordings
-as labelled blocks ([USER], [ASSISTANT] with its tool calls, [TOOL]) joined by
+built the way that middle is: the messages of a recording (by default the
+shared mini-swe-agent one; ``--recording FILE`` takes any, such as
+``datasets/hermeslab_offline_sessions.jsonl``) as labelled blocks ([USER], [ASSISTANT] with its tool calls, [TOOL]) joined by
 blank lines, cut at ``--chars`` characters. Each side runs ``--repeat`` times;
 its CPU seconds (``time.process_time``) are reported as the median and the
 minimum. ``--against REV`` adds a third side, named by its commit:
@@ -86,15 +87,18 @@ def cpu_seconds(function: Callable[[str], str], text: str, repeat: int) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chars", type=int, default=600_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--recording", type=Path, default=RECORDING,
+                        help="recorded sessions (JSONL) whose messages make the text (default: the shared "
+                             "mini-swe-agent file)")
+    parser.add_argument("--chars", type=int, default=600_000, help="length of the text in characters")
+    parser.add_argument("--repeat", type=int, default=7, help="runs per side")
     parser.add_argument("--against", metavar="REV", help="also time redact() of this git revision")
     add_out_option(parser, "redaction")
     args = parser.parse_args()
-    if not RECORDING.exists():
-        sys.exit(f"the shared recording {RECORDING} is missing")
+    if not args.recording.exists():
+        sys.exit(f"the recording {args.recording} is missing (--recording FILE takes another)")
     record = Record("redaction")
-    text = summarised_middle(RECORDING, args.chars)
+    text = summarised_middle(args.recording, args.chars)
     sides: dict[str, Callable[[str], str]] = {"all_patterns": redact_exhaustive, "prefiltered": redact}
     if args.against:
         side, function = redact_at(args.against)
@@ -106,6 +110,7 @@ def main() -> None:
         cpu[side] = {"median": round(statistics.median(times), 4), "min": round(min(times), 4)}
         print(f"{side:<20} median {cpu[side]['median']:.4f} s  min {cpu[side]['min']:.4f} s")
     record.finish({
+        "recording": args.recording.name,
         "chars": len(text),
         "lines": text.count("\n") + 1,
         "repeat": args.repeat,

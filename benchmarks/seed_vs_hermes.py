@@ -67,7 +67,7 @@ def cell(task: tuple[str, int, str]) -> dict:
     config = load_config(f"{preset},model.context_length={window}")
     totals: dict[str, float] = {}
     units: set[tuple[str, str]] = set()
-    per_call: dict[tuple[str, int], int] = {}
+    per_call: dict[tuple[int, int], int] = {}  # (session position in the file, reply index)
     started_cpu = time.process_time()
     for position, recording in enumerate(load(path)):
         run = replay(recording, config, summariser=ExtractiveSummariser(), fast=True)

@@ -405,6 +405,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if said else 0
 
 
+def cmd_presets(args: argparse.Namespace) -> int:
+    """Every compression preset, where its policy comes from, and one line on what it does."""
+    from .core.presets import PRESETS
+    from .core.zoo_presets import describe_presets
+
+    for name, source, policy in describe_presets(PRESETS):
+        print(f"{name}\n  source: {source}\n  policy: {policy}")
+    return 0
+
+
 def _exam_settings(cache: str | None, configs: list[Config]) -> ExamSettings | None:
     """The recall exam's settings when ``--exam`` was given (every config must name an endpoint), else None."""
     from .eval.exam import DEFAULT_CACHE_PATH, ExamSettings, require_endpoint
@@ -543,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_exam_option(replayer)
     _add_fallback_option(replayer)
     replayer.set_defaults(func=cmd_replay)
+
+    presets = sub.add_parser("presets", help="list the compression presets, each with its source and policy")
+    presets.set_defaults(func=cmd_presets)
     return parser
 
 

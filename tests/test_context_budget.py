@@ -108,7 +108,7 @@ def test_presets_are_complete_and_restore_each_other():
 
 
 def test_unknown_preset_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown compression preset 'hermes-1\.0' \(known: hermes-0\.19, seed\)"):
+    with pytest.raises(ConfigError, match=r"unknown compression preset 'hermes-1\.0' \(known: .*hermes-0\.19, .*seed\)"):
         apply_preset(Config(), "hermes-1.0")
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from shared_data import DATASETS, dataset
 
-from hermeslab.context.entities import extract_entities
+from hermeslab.context.entities import extract_entities, uncovered_entities
 from hermeslab.context.extractive import ExtractiveSummariser, strip_think, user_asks
 from hermeslab.context.template import HEADINGS, parse_sections
 from hermeslab.context.types import SUMMARY_PREFIX, SummaryRequest
@@ -46,8 +46,9 @@ def span() -> list[dict]:
     ]
 
 
-def summarise(messages, *, budget=2_000, previous=None, focus=None):
-    return ExtractiveSummariser().summarise(SummaryRequest(span=messages, previous_summary=previous, focus=focus, budget_tokens=budget))
+def summarise(messages, *, budget=2_000, previous=None, focus=None, kept=None):
+    return ExtractiveSummariser().summarise(SummaryRequest(span=messages, previous_summary=previous, focus=focus,
+                                                          budget_tokens=budget, kept=kept))
 
 
 def headings_of(body: str) -> list[str]:
@@ -249,3 +250,93 @@ def test_entities_are_deduplicated_and_skip_redaction_placeholders():
     assert extract_entities("ZFA04Y then ZFA04Y again, key [REDACTED:openai_key]") == ["ZFA04Y"]
     with pytest.raises(TypeError):
         extract_entities(None)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- facts: where they are read, which get a place
+
+
+def pruned_copy(messages: list[dict]) -> list[dict]:
+    """``messages`` with every tool result cut to a one-line description, as pruning leaves them."""
+    return [dict(m, content=f"[tool] result of {m['tool_call_id']} ({len(m['content'])} chars)")
+            if m.get("role") == "tool" else m for m in messages]
+
+
+def critical_context(body: str) -> str:
+    return parse_sections(body)["Critical Context"]
+
+
+def test_facts_of_results_pruning_cut_are_read_from_the_originals():
+    whole = span()
+    request = SummaryRequest(span=pruned_copy(whole), previous_summary=None, focus=None, budget_tokens=2_000,
+                             originals=whole)
+    facts = critical_context(ExtractiveSummariser().summarise(request).body)
+    assert "customer_ref" in facts and "s3://exports-7f3a9c2/nightly" in facts
+    assert "chars" not in facts  # the description's size note is not a fact of the conversation
+    blind = critical_context(summarise(pruned_copy(whole)).body)
+    assert "s3://exports-7f3a9c2/nightly" not in blind
+
+
+def test_originals_of_another_length_are_not_trusted():
+    whole = span()
+    request = SummaryRequest(span=pruned_copy(whole), previous_summary=None, focus=None, budget_tokens=2_000,
+                             originals=whole[:-1])
+    assert "s3://exports-7f3a9c2/nightly" not in critical_context(ExtractiveSummariser().summarise(request).body)
+
+
+def test_facts_the_kept_messages_still_show_get_no_place():
+    kept = [{"role": "user", "content": "Reservation ZFA04Y is still open for mia_li_3668."}]
+    request = SummaryRequest(span=span(), previous_summary=None, focus=None, budget_tokens=2_000, kept=kept)
+    facts = critical_context(ExtractiveSummariser().summarise(request).body)
+    assert "ZFA04Y" not in facts and "mia_li_3668" not in facts
+    assert "ZFA04Y" in critical_context(summarise(span()).body)
+
+
+def test_bad_originals_or_kept_are_refused_by_name():
+    for field in ("originals", "kept"):
+        request = SummaryRequest(span=span(), previous_summary=None, focus=None, budget_tokens=2_000,
+                                 **{field: [{"role": "user", "content": "x"}, "not a message"]})
+        with pytest.raises(TypeError, match=f"SummaryRequest.{field}"):
+            ExtractiveSummariser().summarise(request)
+
+
+def test_an_entity_another_one_contains_takes_no_place_of_its_own():
+    ranked = ["core.py", "src/app/core.py", "order_4711", "4711", "ORD-9"]
+    assert uncovered_entities(ranked, "", 10) == ["src/app/core.py", "order_4711", "ORD-9"]
+    assert uncovered_entities(ranked, "see ORD-9 above", 10) == ["src/app/core.py", "order_4711"]
+    assert uncovered_entities(ranked, "", 1) == ["core.py"]
+
+
+def test_entities_share_lines_and_the_budget_still_holds():
+    tools = [{"role": "assistant", "content": "", "tool_calls": [call(f"c{i}", "terminal", command=f"cat part_{i}.txt")]}
+             if half == 0 else {"role": "tool", "tool_call_id": f"c{i}", "content": f"value_{i}_a value_{i}_b id_{i}_c"}
+             for i in range(60) for half in (0, 1)]
+    for budget in (300, 800, 3_000):
+        body = summarise(tools, budget=budget, kept=[]).body
+        assert count_text(body) <= budget
+    lines = [line for line in critical_context(summarise(tools, budget=3_000, kept=[]).body).splitlines()
+             if line.strip()]
+    assert len(lines) > 1 and all(line.startswith("- ") and 1 <= line.count("; ") + 1 <= 8 for line in lines)
+    assert lines[0].count("; ") == 7  # eight to a line
+    assert sum(line.count("; ") + 1 for line in lines) > 80
+    plain = [line for line in critical_context(summarise(tools, budget=3_000).body).splitlines() if line.strip()]
+    assert len(plain) == 80 and not any("; " in line for line in plain)  # without kept: the plain list
+
+
+def test_entities_an_earlier_summary_carried_outlast_single_older_mentions():
+    earlier = summarise(span(), kept=[]).body
+    assert "mia_li_3668" in critical_context(earlier)
+    listing = " ".join(f"file_{i}.log" for i in range(300))
+    fresh = [message for i, content in enumerate([listing, "ok", "ok"])
+             for message in ({"role": "assistant", "content": "", "tool_calls": [call(f"n{i}", "terminal", command="ls")]},
+                             {"role": "tool", "tool_call_id": f"n{i}", "content": content})]
+    later = summarise(fresh, previous=earlier, budget=700, kept=[]).body
+    facts = critical_context(later)
+    assert "mia_li_3668" in facts and facts.index("mia_li_3668") < facts.index("file_")
+
+
+def test_a_long_focus_is_shown_by_its_first_line():
+    focus = "Original task: <pr_description>\n" + "Consider the following long description. " * 60
+    active = parse_sections(summarise(span(), focus=focus, kept=[]).body)["Active Task"]
+    assert "Focus: Original task: <pr_description> [...]" in active
+    assert "Consider the following" not in active
+    assert "Consider the following" in parse_sections(summarise(span(), focus=focus).body)["Active Task"]

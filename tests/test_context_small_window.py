@@ -211,6 +211,23 @@ def test_the_summarisers_own_overflow_shrinks_its_input_and_asks_again_without_a
     assert summariser.routes["m"].cooldown_until == float("-inf")
 
 
+def test_a_separate_summary_model_gets_the_whole_prompt_until_it_states_its_own_window():
+    """The conversation's window says nothing about another model's: it is fitted only after refusing."""
+    provider = RefusesFirst()
+    summariser = LLMSummariser(provider, "m", summary_model="big-summariser", fallback=ExtractiveSummariser(),
+                               today=lambda: None)
+    request = SummaryRequest(span=agent_session(turns=3, output_words=150)[1:], previous_summary=None, focus=None,
+                             budget_tokens=300, window_tokens=WINDOW)
+    outcome = summariser.summarise(request)
+    assert not outcome.fallback_used and "Keep going." in outcome.body
+    whole, fitted = provider.requests
+    assert [whole.model, fitted.model] == ["big-summariser", "big-summariser"]
+    assert whole.max_tokens == 600  # twice the budget, as without a window
+    full_prompt, _ = fit_summary_call(request, 1_000_000, today=None)
+    assert whole.messages[0]["content"] == full_prompt
+    assert default_counter.count_request(fitted.messages) + fitted.max_tokens <= 1024  # the window it stated
+
+
 def test_without_a_window_an_overflow_is_an_ordinary_failure_that_cools_the_route_down():
     provider = RefusesFirst()
     summariser = LLMSummariser(provider, "m", fallback=ExtractiveSummariser(), clock=lambda: 0.0)

@@ -201,6 +201,32 @@ def test_running_count_counts_only_new_messages_and_notices_rewrites():
     assert running.total([]) == 0
 
 
+def test_running_count_answers_a_prefix_and_keeps_counting_the_longer_history():
+    from hermeslab.core.tokens import RunningCount
+
+    class Spy(TokenCounter):
+        def __init__(self):
+            super().__init__()
+            self.measured: list[dict] = []
+
+        def count_message(self, message, *, remember=True):
+            self.measured.append(message)
+            return super().count_message(message, remember=remember)
+
+    counter = Spy()
+    running = RunningCount(counter)
+    history = [{"role": "system", "content": "be brief"}] + [{"role": "user", "content": f"m {i}"} for i in range(4)]
+    full = running.total(history)
+    counter.measured.clear()
+    assert running.total(history[:1]) == TokenCounter().count_message(history[0])  # the system message alone
+    history.append({"role": "assistant", "content": "reply"})
+    assert running.total(history) == full + TokenCounter().count_message(history[-1])
+    assert counter.measured == [history[-1]]  # neither the prefix nor the longer history was counted again
+    retried = history[:-1] + [{"role": "assistant", "content": "another reply"}]
+    assert running.total(retried) == full + TokenCounter().count_message(retried[-1])
+    assert counter.measured == [history[-1], retried[-1]]
+
+
 def test_a_message_edited_in_place_is_counted_again():
     counter = TokenCounter()
     message = {"role": "user", "content": "short"}

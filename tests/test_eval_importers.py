@@ -111,7 +111,7 @@ def _chat(tmp_path: Path, name: str, *, in_place: bool) -> dict:
     lab = tmp_path / f"{name}.duckdb"
     config = load_config(None).with_overrides({
         "tools.workspace": str(workspace), "tools.terminal.enabled": True, "store.path": str(lab),
-        "model.context_length": 3_000, "compression.in_place": in_place})
+        "model.context_length": 8_000, "compression.in_place": in_place})
     with Runtime(config, source="test") as runtime:
         runtime.agent.provider = OfflineModel()  # same replies as over HTTP, faster
         runtime.writer.durable_turns = False

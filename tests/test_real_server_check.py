@@ -27,10 +27,10 @@ def run_check(url: str, *extra: str) -> tuple[int, dict]:
 
 
 @pytest.mark.parametrize("personality", ["llama-cpp-python", "vllm"])
-def test_every_check_passes_against_a_server_with_a_small_window(personality):
-    server = LocalServer(OfflineModel(), personality=personality, context_window=2_048)
+def test_every_check_passes_against_a_server_that_enforces_its_window(personality):
+    server = LocalServer(OfflineModel(), personality=personality, context_window=8_192)
     try:
-        code, report = run_check(server.start(), "--context-length", "2048")
+        code, report = run_check(server.start(), "--context-length", "8192")
     finally:
         server.stop()
     assert report["failed"] == [], json.dumps(report["checks"], indent=1)[:3000]

@@ -287,9 +287,10 @@ def test_the_seed_preset_has_none_of_the_defects(name):
 
 @pytest.mark.slow
 @needs_datasets
-@pytest.mark.parametrize("preset", ["seed", "hermes-0.19"])
-def test_a_compression_that_removes_no_recorded_message_is_never_progress(preset):
-    checks = [check for report in hermeslab_reports(MINI_SWE, preset) for check in report.compressions]
+def test_a_compression_that_removes_no_recorded_message_is_never_progress():
+    """Under seed such a compression is a strike at once. hermes-0.19 judges it by the next reading, as
+    Hermes does (``judge_by_estimate`` off), which the whole-session parity tests hold it to."""
+    checks = [check for report in hermeslab_reports(MINI_SWE, "seed") for check in report.compressions]
     idle = [check for check in checks if check.outcome == "compressed" and check.removed_recorded == 0]
     assert all(check.ineffective for check in idle)
 

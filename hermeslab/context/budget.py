@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from hermeslab.core.config import CompressionConfig
 
 from ..core.presets import validate_compression_config
+from .zoo_triggers import zoo_threshold_tokens
 
 _TARGET_RATIO_RANGE = (0.10, 0.80)
 
@@ -72,6 +73,8 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     threshold = max(int(effective * percent), cfg.min_threshold_tokens)
     if threshold >= effective:
         threshold = max(1, min(int(effective * cfg.min_trigger_ratio), effective - 1))
+    zoo = zoo_threshold_tokens(cfg, context_length, max_tokens)  # a zoo strategy brings its agent's trigger
+    threshold = threshold if zoo is None else zoo
     ratio = min(max(cfg.target_ratio, _TARGET_RATIO_RANGE[0]), _TARGET_RATIO_RANGE[1])
     history = max(0, threshold - fixed_tokens) if cfg.tail_after_fixed_cost else threshold
     tail = int(history * ratio)

@@ -20,9 +20,12 @@ from ..core.tokens import default_counter, list_estimator, message_estimator
 from .baselines import observation_masking, sliding_window
 from .budget import Budgets, derive_budgets
 from .fit import fit_to_budget
+from .openhands_strategy import openhands_compaction
 from .pipeline import CompressionState, compress, plan_compression
 from .policy import CompressionPolicy
 from .types import Summariser, is_summary_message
+from .zoo import ZOO_STRATEGIES
+from .zoo_common import ZooInput
 
 #: Text of the open todo items to re-inject after a summary, or None when there are none.
 TodoNote = Callable[[], "str | None"]
@@ -69,6 +72,8 @@ class Compactor:
         self.policy = CompressionPolicy(self.cfg, self.budgets, self.state, clock=clock)
         self._estimate_list = list_estimator(self.cfg)
         self._estimate_message = message_estimator(self.cfg)
+        #: What a zoo strategy remembers between compactions of this conversation.
+        self.zoo_memory: dict[str, Any] = {}
 
     # ------------------------------------------------------------ measuring
 
@@ -103,6 +108,7 @@ class Compactor:
         self.state = CompressionState()
         self.policy.state = self.state
         self.policy.last_prompt_tokens = None
+        self.zoo_memory = {}
 
     # ------------------------------------------------------------ compressing
 
@@ -129,7 +135,8 @@ class Compactor:
             differs = out != messages or bool(latest.get("reinserted"))
         verdict = self.policy.record(result, trigger, changed=differs)
         if not result.aborted and result.condensed > 0:
-            out = self._with_todos(out)
+            if self.cfg.strategy not in ZOO_STRATEGIES:  # the zoo's agents put back nothing of hermeslab's
+                out = self._with_todos(out)
             if self.cfg.strategy != "summary":  # the pipeline counts its own compressions
                 self.state.compression_count += 1
         out = system + out if system else out
@@ -155,9 +162,16 @@ class Compactor:
     def _strategy(self, messages: list[dict[str, Any]], focus: str | None, budgets: Budgets) -> Any:
         if self.cfg.strategy == "observation_masking":
             return observation_masking(messages, estimate=self._estimate_message, min_saving=self.cfg.min_saving)
+        if self.cfg.strategy in ZOO_STRATEGIES:
+            zoo = ZooInput(cfg=self.cfg, budgets=budgets, summariser=self.summariser,
+                           estimate=self._estimate_message, max_tokens=self.config.model.max_tokens, focus=focus)
+            return ZOO_STRATEGIES[self.cfg.strategy](messages, zoo, self.zoo_memory)
         if self.cfg.strategy == "sliding_window":
             return sliding_window(messages, budget_tokens=budgets.tail_token_budget,
                                   estimate=self._estimate_message, min_saving=self.cfg.min_saving)
+        if self.cfg.strategy.startswith("openhands_"):
+            return openhands_compaction(messages, cfg=self.cfg, summariser=self.summariser, focus=focus,
+                                        budgets=budgets, estimate=self._estimate_message)
         return compress(messages, cfg=self.cfg, budgets=budgets, state=self.state,
                         summariser=self.summariser, focus=focus, estimate_tokens=self._estimate_list,
                         memory_context=self._memory_context(messages, budgets))

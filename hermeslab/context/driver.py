@@ -217,6 +217,8 @@ class ContextDriver:
         """The pressure check before a call that is not the turn's first (every call: ``pressure_every_call``)."""
         if self.compactor is None:
             return None
+        if self.compactor.policy.over_events(history):  # counted in events, before every call
+            return self.run(history, "pressure", tools)
         cfg = self.compactor.cfg
         if first and not cfg.pressure_every_call:
             return None

@@ -4,7 +4,8 @@ An agent can rebuild reasoning from a short note, but not an order id, a path,
 a port or an error class it never saw again. ``extract_entities`` returns those
 tokens, in order of first appearance and without duplicates, so the extractive
 summariser can carry them forward and the evaluation can measure how many of
-them survive a compression.
+them survive a compression; ``uncovered_entities`` picks, from a ranked list,
+those a text does not already show.
 
 It is meant to be precise rather than exhaustive: every kind needs a signal
 that ordinary prose lacks (a slash, a digit, an underscore, an inner capital,
@@ -241,3 +242,22 @@ def extract_entities(text: str) -> list[str]:
             seen.add(token)
             ordered.append(token)
     return ordered
+
+
+def uncovered_entities(ranked: list[str], covered: str, limit: int) -> list[str]:
+    """Up to ``limit`` of ``ranked``, in order, that neither ``covered`` nor another one chosen contains.
+
+    A fact is found wherever its text appears, so ``core.py`` needs no place of
+    its own beside ``src/core.py``: the places go to facts not shown yet.
+    """
+    chosen: list[str] = []
+    joined = ""
+    for entity in ranked:
+        if len(chosen) == limit:
+            break
+        if entity in covered or entity in joined:
+            continue
+        chosen.append(entity)
+        joined += "\0" + entity
+    # A later, longer choice may contain an earlier one: that one goes, its text is still there.
+    return [entity for entity in chosen if joined.count(entity) == 1]

@@ -7,6 +7,13 @@ reconstruct, so ``Critical Context`` carries an entity list ranked by how
 often and how recently each entity appeared. Everything it reads is redacted
 first, and the result is fitted to the token budget by dropping whole lines,
 lowest priority first.
+
+A request that names the messages staying beside the summary (``kept``, sent
+under ``summary_fact_context``) gets the fact-aware summary: facts read from
+the span before pruning cut it, none that the kept messages (or a longer
+fact) already show, those an earlier summary carried weighed as key, eight to
+a line so the budget holds more of them, and a long focus shown by its first
+line. Without it the summary is the plain one (``hermes-0.19`` sends none).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 from hermeslab.core.messages import parse_tool_arguments, text_of, tool_calls_of
 from hermeslab.core.tokens import count_text
 
-from .entities import extract_entities
+from .entities import extract_entities, uncovered_entities
 from .redact import redact, redact_message
 from .template import EMPTY_SECTION, HEADINGS, parse_sections
 from .turns import is_real_user_message
@@ -32,6 +39,8 @@ _MAX_BLOCKED = 5
 _MAX_FILES = 12
 #: Most entities Critical Context offers; the budget fit decides how many stay.
 _MAX_ENTITIES = 240
+#: The plain summary's cap, one entity per line.
+_MAX_PLAIN_ENTITIES = 80
 #: Entities per Critical Context line: one per line would spend a line break and a dash on each.
 _ENTITIES_PER_LINE = 8
 _MAX_NOTES = 5
@@ -366,13 +375,21 @@ def _remaining_work(facts: _SpanFacts, previous: dict[str, str]) -> Lines:
     return carried + [(f"- {item}", 60) for item in _recent_unique(found, _MAX_NOTES)]
 
 
-def _rank_entities(facts: _SpanFacts, previous_entities: list[str], span_length: int) -> list[str]:
+#: Weight of an entity the previous summary carried (fact-aware): it was already judged key once, so
+#: it counts as much as an id the agent passed to a tool and is not pushed out by every new mention.
+_CARRIED_WEIGHT = 2
+#: Bonus of an entity mentioned at the very end of the span (scaled down linearly towards its start).
+_RECENCY_WEIGHT = 2
+
+
+def _rank_entities(facts: _SpanFacts, previous_entities: list[str], span_length: int,
+                   carried_weight: int = 1) -> list[str]:
     """Entities ordered by weighted frequency (messages mentioning them) plus a recency bonus."""
     count: dict[str, int] = {}
     last: dict[str, int] = {}
     first: dict[str, int] = {}
     for order, entity in enumerate(previous_entities):
-        count[entity] = 1
+        count[entity] = carried_weight
         last[entity] = -1
         first[entity] = order - len(previous_entities)
     for index, found, weight in facts.entity_texts:
@@ -381,19 +398,22 @@ def _rank_entities(facts: _SpanFacts, previous_entities: list[str], span_length:
             last[entity] = index
             first.setdefault(entity, index)
     scale = max(span_length, 1)
-    score = {entity: count[entity] + 2 * (last[entity] + 1) / scale for entity in count}
+    score = {entity: count[entity] + _RECENCY_WEIGHT * (last[entity] + 1) / scale for entity in count}
     return sorted(count, key=lambda e: (-score[e], -last[e], first[e], e))
 
 
 def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_summary: str,
-                        kept_text: str = "") -> tuple[Lines, Lines]:
+                        kept_text: str | None = None) -> tuple[Lines, Lines]:
     """Relevant Files (paths the tools used, most recent first, then paths seen in text) and Critical Context.
 
-    Critical Context passes over entities ``kept_text`` (what stays in the
-    context beside the summary) or the listed files show verbatim: they are
-    not lost, so the places go to the next ones down the ranking.
+    With ``kept_text`` (what stays in the context beside the summary; None
+    gives the plain list) Critical Context passes over entities it or the
+    listed files show verbatim: they are not lost, so the places go to the
+    next ones down the ranking.
     """
-    ranked = _rank_entities(facts, extract_entities(previous_summary) if previous_summary else [], facts.length)
+    aware = kept_text is not None
+    ranked = _rank_entities(facts, extract_entities(previous_summary) if previous_summary else [], facts.length,
+                            _CARRIED_WEIGHT if aware else 1)
     used: dict[str, None] = {}
     for call in facts.calls:
         for path in _paths_of(call.arguments, _PATH_KEYS + _DIR_KEYS):
@@ -404,6 +424,10 @@ def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_su
     file_lines: Lines = [(f"- {clip(path, 200)}", 55 - 10 * i / _MAX_FILES) for i, path in enumerate(files)]
     earlier = [line for line, _ in _carried(previous.get("Relevant Files", ""), 0) if not any(f in line for f in files)]
     file_lines += [(line, 44) for line in earlier[: _MAX_FILES - len(files)]]
+    if kept_text is None:
+        listed = set(files)
+        plain = [e for e in ranked if e not in listed][:_MAX_PLAIN_ENTITIES]
+        return file_lines, [(f"- {clip(e, 200)}", 58 - 23 * i / max(len(plain), 1)) for i, e in enumerate(plain)]
     entities = uncovered_entities(ranked, "\n".join([kept_text, *files]), _MAX_ENTITIES)
     groups = [entities[start:start + _ENTITIES_PER_LINE] for start in range(0, len(entities), _ENTITIES_PER_LINE)]
     entity_lines: Lines = [("- " + "; ".join(clip(e, 200) for e in group), 58 - 23 * i / len(groups))
@@ -411,29 +435,10 @@ def _files_and_entities(facts: _SpanFacts, previous: dict[str, str], previous_su
     return file_lines, entity_lines
 
 
-def uncovered_entities(ranked: list[str], covered: str, limit: int) -> list[str]:
-    """Up to ``limit`` of ``ranked``, in order, that neither ``covered`` nor another one chosen contains.
-
-    A fact is found wherever its text appears, so ``core.py`` needs no place of
-    its own beside ``src/core.py``: the places go to facts not shown yet.
-    """
-    chosen: list[str] = []
-    joined = ""
-    for entity in ranked:
-        if len(chosen) == limit:
-            break
-        if entity in covered or entity in joined:
-            continue
-        chosen.append(entity)
-        joined += "\0" + entity
-    # A later, longer choice may contain an earlier one: that one goes, its text is still there.
-    return [entity for entity in chosen if joined.count(entity) == 1]
-
-
 _FOCUS_SEPARATOR = "\n\nFocus: "
 
 
-def _active_task(facts: _SpanFacts, previous: dict[str, str], focus: str | None) -> str:
+def _active_task(facts: _SpanFacts, previous: dict[str, str], focus: str | None, *, aware: bool) -> str:
     if facts.asks:
         task = clip(facts.asks[-1][1].strip(), ACTIVE_TASK_MAX_CHARS)
     elif previous.get("Active Task", EMPTY_SECTION) != EMPTY_SECTION:
@@ -442,7 +447,8 @@ def _active_task(facts: _SpanFacts, previous: dict[str, str], focus: str | None)
     else:
         task = "No new user request in this part of the conversation."
     if focus and focus.strip():
-        task += f"{_FOCUS_SEPARATOR}{_focus_quote(redact(focus.strip()))}"
+        shown = redact(focus.strip())
+        task += _FOCUS_SEPARATOR + (_focus_quote(shown) if aware else clip(shown, ACTIVE_TASK_MAX_CHARS))
     return task
 
 
@@ -559,13 +565,14 @@ class ExtractiveSummariser:
         facts = _read_span([redact_message(message) for message in _readable_span(request)])
         previous_summary = redact(request.previous_summary) if request.previous_summary else ""
         previous = parse_sections(previous_summary) if previous_summary else {}
-        kept_text = "\n".join(_message_text(message) for message in request.kept or ())
+        kept_text = None if request.kept is None else "\n".join(_message_text(m) for m in request.kept)
         files, entities = _files_and_entities(facts, previous, previous_summary, kept_text)
+        aware = kept_text is not None
         goal = previous.get("Goal", EMPTY_SECTION)
         if goal == EMPTY_SECTION and facts.asks:
             goal = _one_line(facts.asks[0][1], 400)
         sections: dict[str, Lines] = {
-            "Active Task": [(_active_task(facts, previous, request.focus), 100)],
+            "Active Task": [(_active_task(facts, previous, request.focus, aware=aware), 100)],
             "Goal": [(goal, 90)] if goal and goal != EMPTY_SECTION else [],
             "Constraints & Preferences": _constraints(facts, previous),
             "Completed Actions": _completed_actions(facts, previous),

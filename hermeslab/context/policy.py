@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol, Sequence
 from hermeslab.core.config import CompressionConfig
 
 from .budget import Budgets
+from .openhands_view import event_count
 from .pipeline import CompressionState
 
 AUTOMATIC_TRIGGERS = frozenset({"preflight", "pressure", "turn"})
@@ -201,6 +202,11 @@ class CompressionPolicy:
         if trigger == "overflow":
             return self.allows(trigger)
         return tokens >= self.budgets.threshold_tokens and self.allows(trigger)
+
+    def over_events(self, messages: Sequence[dict]) -> bool:
+        """True when ``messages`` hold more than ``trigger_events`` events and automatic compression may run."""
+        limit = self.cfg.trigger_events
+        return limit is not None and event_count(messages) > limit and self.allows("pressure")
 
     def begin_turn(self) -> None:
         """A new user turn: the overflow allowance starts again."""

@@ -8,9 +8,13 @@ summariser (normally the extractive one) answers instead, flagged, so the
 pipeline can record that the summary was not the model's.
 
 A request that names its window (``summary_fits_window``) gets a call sized
-to it: the prompt is shortened until it leaves room for the answer, the answer
-is capped by that room, and the model's refusal of the call as too large is an
-overflow (a shorter input, asked again), not a failure that cools the route down.
+to it on the conversation's own model: the prompt is shortened until it leaves
+room for the answer, the answer is capped by that room, and the model's
+refusal of the call as too large is an overflow (a shorter input, asked
+again), not a failure that cools the route down. A separate ``summary_model``
+has a window of its own, which the request does not know: it gets the whole
+prompt, and only its refusal as too large makes the call fitted to the window
+the refusal states (or, stating none, to the conversation's).
 """
 
 from __future__ import annotations
@@ -452,8 +456,10 @@ class LLMSummariser:
                 errors.append(f"{route} is cooling down for {state.cooldown_until - now:.0f} s after: {state.last_error}")
                 continue
             try:
-                if request.window_tokens is not None:
+                if request.window_tokens is not None and route == self.model:
                     outcome = self._fitted_call(route, request, request.window_tokens)
+                elif request.window_tokens is not None:
+                    outcome = self._separate_model_call(route, request, request.window_tokens)
                 else:
                     if prompt is None:
                         prompt = build_summary_prompt(request, today=self._today())
@@ -469,6 +475,19 @@ class LLMSummariser:
             state.last_error = ""
             return outcome
         return self._without_model(request, "; ".join(errors))
+
+    def _separate_model_call(self, route: str, request: SummaryRequest, window: int) -> SummaryOutcome:
+        """The whole prompt to a summary model of unknown window; sized to fit only once it says too large."""
+        try:
+            return self._call(route, build_summary_prompt(request, today=self._today()), request,
+                              2 * request.budget_tokens)
+        except ProviderError as error:
+            if not _is_overflow(error):
+                raise
+            from .policy import parse_context_limit  # the policy module builds on the pipeline, which needs this one
+
+            stated = parse_context_limit(str(error))
+            return self._fitted_call(route, request, stated or window)
 
     def _fitted_call(self, route: str, request: SummaryRequest, window: int) -> SummaryOutcome:
         """One call sized to ``window``; a refusal as too large shortens the input and asks again.

@@ -106,6 +106,11 @@ class CompressionConfig:
     in_place: bool = False
     #: ``summary`` (the 4-phase pipeline), ``observation_masking`` or ``sliding_window``.
     strategy: str = "summary"
+    #: Also compress before any call whose context holds more than this many events (a tool call, a
+    #: tool result or any other message counts one; OpenHands' ``max_size``); None: tokens alone decide.
+    trigger_events: int | None = None
+    #: Events at the head the ``openhands_*`` strategies never forget (OpenHands' ``keep_first``).
+    keep_first_events: int = 0
     #: Keep a pinned list of entities from every compressed span.
     anchors: bool = False
     #: Redact secrets in summaries and in the log.

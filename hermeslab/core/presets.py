@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from .config import CompressionConfig, Config, ConfigError
+from .openhands_presets import STRATEGIES as OPENHANDS_STRATEGIES, openhands_presets
+from .zoo_presets import STRATEGIES as ZOO_STRATEGIES, zoo_presets
 
 _SEED: dict[str, Any] = {
     "compression.preset": "seed",
@@ -124,11 +126,13 @@ _HERMES_0_19: dict[str, Any] = {
 
 #: Dotted config overrides per preset name.
 PRESETS: dict[str, dict[str, Any]] = {"seed": _SEED, "hermes-0.19": _HERMES_0_19}
+PRESETS.update(openhands_presets(_SEED))
+PRESETS.update(zoo_presets(_SEED))
 
 _CHOICES = {
     "estimator": ("tiktoken", "rough"),
     "missing_results": ("stub", "drop"),
-    "strategy": ("summary", "observation_masking", "sliding_window"),
+    "strategy": ("summary", "observation_masking", "sliding_window", *OPENHANDS_STRATEGIES, *ZOO_STRATEGIES),
     "summariser": ("llm", "extractive"),
 }
 

@@ -462,22 +462,32 @@ class UsageCalibration:
 class RunningCount:
     """Token total of an append-only history, so counting an appended message costs only that message.
 
-    The history is recounted from scratch when it was rewritten (a compression
-    replaced the list, or the last counted message is no longer in place).
+    It keeps the total of every prefix of the history it counted, so a list
+    that is a prefix of it (the system message measured alone, the history
+    before a message that was just dropped again) is answered without losing
+    the longer count. A list that differs from the counted one from some point
+    on (a compression replaced it, a retry appended another message) is
+    counted from that point. As everywhere in hermeslab, a message in place
+    (the same object at the same position) stands for all before it.
     """
 
     def __init__(self, counter: TokenCounter | None = None):
         self.counter = counter or default_counter
-        self._total = 0
-        self._length = 0
-        self._last: Message | None = None
+        self._counted: list[Message] = []  # the messages counted, in order
+        self._sums = [0]  # _sums[k]: tokens of the first k of them
 
     def total(self, messages: Sequence[Message]) -> int:
         """Tokens of ``messages`` (without reply priming)."""
-        if self._length > len(messages) or (self._length and messages[self._length - 1] is not self._last):
-            self._total, self._length, self._last = 0, 0, None
-        for message in messages[self._length:]:
-            self._total += self.counter.count_message(message)
-        self._length = len(messages)
-        self._last = messages[-1] if messages else None
-        return self._total
+        counted, sums = self._counted, self._sums
+        shared = min(len(messages), len(counted))
+        while shared and messages[shared - 1] is not counted[shared - 1]:
+            shared -= 1
+        if shared == len(messages):
+            return sums[shared]
+        del counted[shared:], sums[shared + 1:]
+        total = sums[shared]
+        for message in messages[shared:]:
+            total += self.counter.count_message(message)
+            counted.append(message)
+            sums.append(total)
+        return total

@@ -1,0 +1,26 @@
+"""The compaction-zoo strategies by name: other agents' compaction policies, each beside hermeslab's own.
+
+A strategy takes the messages, what it needs to ask for a summary, and a
+small per-conversation memory (for agents that remember something between
+compactions), and returns a ZooResult. Its trigger rule lives in
+``zoo_triggers`` under the same name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .zoo_codex import codex_user_messages
+from .zoo_common import Message, ZooInput, ZooResult
+from .zoo_gemini import gemini_state_snapshot
+from .zoo_opencode import opencode_prune_summary
+from .zoo_roo import roo_condense
+
+ZooStrategy = Callable[[list[Message], ZooInput, dict[str, Any]], ZooResult]
+
+ZOO_STRATEGIES: dict[str, ZooStrategy] = {
+    "codex_user_messages": codex_user_messages,
+    "gemini_state_snapshot": gemini_state_snapshot,
+    "opencode_prune_summary": opencode_prune_summary,
+    "roo_condense": roo_condense,
+}

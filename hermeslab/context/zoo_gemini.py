@@ -1,0 +1,140 @@
+"""Gemini CLI's chat compression: shorten old tool outputs, keep the newest ~30% verbatim, snapshot the rest.
+
+The history is cut at a user message (never a tool result) once the messages
+before it hold 70% of the history's characters; everything before the cut
+becomes one user message holding the summary, followed by a short assistant
+acknowledgement, then the kept messages. Before the cut is chosen, tool
+outputs beyond a budget of the newest 50,000 tokens of them are shortened to
+their first fifth and last four fifths of a character allowance.
+
+A compaction that would leave the prompt larger than before is refused, and
+from then on automatic compactions only shorten tool outputs (no summary),
+as Gemini CLI remembers such a failure for the rest of the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hermeslab.core.messages import text_of, wire_message
+
+from .turns import has_tool_calls
+from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+
+#: Share of the history (in characters) kept verbatim after the cut.
+PRESERVE_FRACTION = 0.3
+#: Tokens of the newest tool outputs left whole before older ones are shortened.
+TOOL_OUTPUT_BUDGET = 50_000
+#: Longest shortened tool output, in characters (further capped by four characters per token of room).
+TRUNCATE_MAX_CHARS = 40_000
+#: Share of a shortened output's allowance taken from its beginning (the rest from its end).
+TRUNCATE_HEAD_SHARE = 0.2
+#: Gemini CLI's estimate: an ASCII character is a quarter token, any other character one and a half;
+#: texts longer than this many characters are simply divided by four.
+ESTIMATE_FULL_SCAN_CHARS = 100_000
+ACK = "Understood. I will carry on from this snapshot of the work so far."
+#: Flag remembered in the compactor's per-conversation memory once a compaction came out larger.
+FAILED_FLAG = "gemini_failed_compression"
+
+
+def estimate_text(text: str) -> float:
+    """Gemini CLI's character-class token estimate of ``text``."""
+    if len(text) > ESTIMATE_FULL_SCAN_CHARS:
+        return len(text) / 4
+    ascii_chars = sum(1 for ch in text if ord(ch) <= 127)
+    return ascii_chars / 4 + (len(text) - ascii_chars) * 1.5
+
+
+def shorten_output(text: str, max_chars: int) -> str:
+    """``text`` cut to its first fifth and last four fifths of ``max_chars``, with a note of what was left out."""
+    if len(text) <= max_chars:
+        return text
+    head = int(max_chars * TRUNCATE_HEAD_SHARE)
+    tail = max_chars - head
+    omitted = len(text) - head - tail
+    return (f"[tool output shortened for the compaction: its first {head:,} and last {tail:,} characters]\n"
+            f"{text[:head]}\n\n…[{omitted:,} characters left out]…\n\n{text[len(text) - tail:] if tail else ''}")
+
+
+def shorten_old_outputs(history: list[Message], max_chars: int) -> tuple[list[Message], list[int]]:
+    """Walk newest to oldest; tool outputs past the 50,000-token budget are shortened. Returns (messages, indices)."""
+    used = 0.0
+    out = list(history)
+    shortened: list[int] = []
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.get("role") != "tool":
+            continue
+        text = text_of(message)
+        tokens = estimate_text(text)
+        if used + tokens > TOOL_OUTPUT_BUDGET:
+            short = shorten_output(text, max_chars)
+            if short != text:
+                out[index] = {**message, "content": short}
+                shortened.append(index)
+            used += estimate_text(short)
+        else:
+            used += tokens
+    return out, sorted(shortened)
+
+
+def _chars(message: Message) -> int:
+    return len(json.dumps(wire_message(message), ensure_ascii=False, default=str))
+
+
+def split_point(history: list[Message], fraction: float = 1 - PRESERVE_FRACTION) -> int:
+    """Index of the oldest message kept: the first user message with ``fraction`` of the characters before it.
+
+    No such message: everything, when the history ends in an assistant reply that
+    calls no tool; otherwise the last user message seen (0: nothing to compress).
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must lie strictly between 0 and 1, got {fraction}")
+    counts = [_chars(m) for m in history]
+    target = sum(counts) * fraction
+    seen = 0
+    last = 0
+    for index, message in enumerate(history):
+        if message.get("role") == "user":
+            if seen >= target:
+                return index
+            last = index
+        seen += counts[index]
+    if history and history[-1].get("role") == "assistant" and not has_tool_calls(history[-1]):
+        return len(history)
+    return last
+
+
+def gemini_state_snapshot(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+    """One Gemini CLI compression of ``messages`` (system messages stay in front, untouched)."""
+    system, history = split_system(messages)
+    if not history:
+        return unchanged(messages, zoo, {"strategy": "gemini_state_snapshot", "outcome": "nothing_to_summarise"})
+    prompt = sum(zoo.estimate(m) for m in messages)
+    room_chars = max(0, 4 * (zoo.budgets.context_length - prompt))
+    shortened, cut_indices = shorten_old_outputs(history, min(room_chars, TRUNCATE_MAX_CHARS))
+    record: dict[str, Any] = {"strategy": "gemini_state_snapshot", "shortened_outputs": cut_indices}
+    if memory.get(FAILED_FLAG):
+        out = system + shortened
+        if cut_indices and sum(map(zoo.estimate, out)) < prompt:
+            return result(messages, out, condensed=len(cut_indices), zoo=zoo,
+                          record={**record, "outcome": "outputs_shortened"})
+        return unchanged(messages, zoo, {**record, "outcome": "nothing_to_summarise"})
+    cut = split_point(shortened)
+    if cut == 0:
+        return unchanged(messages, zoo, {**record, "outcome": "nothing_to_summarise"})
+    original_span = history[:cut]
+    span_tokens = sum(estimate_text(text_of(m)) for m in original_span)
+    span = original_span if span_tokens < zoo.budgets.context_length else shortened[:cut]
+    kept = shortened[cut:]
+    summary = summarise(span, zoo, kept=kept)
+    record.update(split_at=cut, kept_messages=len(kept))
+    if not summary.body:
+        return unchanged(messages, zoo, {**record, "outcome": "empty_summary"}, aborted=True, error=summary.error)
+    out = system + [summary_message("user", summary.body), {"role": "assistant", "content": ACK}] + kept
+    if sum(map(zoo.estimate, out)) > prompt:
+        memory[FAILED_FLAG] = True
+        return unchanged(messages, zoo, {**record, "outcome": "inflated"})
+    return result(messages, out, condensed=cut, zoo=zoo, record={**record, "outcome": "compressed"},
+                  summary=summary.body, fallback=summary.fallback_used)

@@ -1,0 +1,119 @@
+"""opencode's compaction: clear old tool outputs past a protected budget, then summarise the whole session.
+
+The prune walks back from the newest message, leaves the last two user turns
+alone, stops at an earlier summary or at an output already cleared, and counts
+the tokens of completed tool outputs (``skill`` outputs never count or clear).
+Outputs beyond the newest 40,000 tokens are cleared, but only when that frees
+more than 20,000 tokens. Then the whole conversation, as it now reads, is
+summarised; afterwards the model sees only the request for a summary, the
+summary as the assistant's answer, and a note asking it to go on.
+
+opencode prunes after every turn and compacts when a reply's token count
+reaches the usable window; here the prune runs when the compaction does (the
+only point at which a strategy acts), so between compactions the context
+still holds outputs opencode would already have cleared.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from hermeslab.core.messages import text_of, tool_calls_of
+
+from .types import is_summary_message
+from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+
+#: Tokens of the newest tool outputs the prune never clears.
+PRUNE_PROTECT = 40_000
+#: The prune applies only when it would clear more than this many tokens.
+PRUNE_MINIMUM = 20_000
+#: Tools whose outputs are never cleared.
+PROTECTED_TOOLS = frozenset({"skill"})
+#: User turns at the end of the conversation the prune leaves alone.
+PROTECTED_TURNS = 2
+CLEARED = "[older tool output cleared to save context]"
+ASK = "Summarise what we have done so far."
+GO_ON = "Go on with the next step if there is one; if you are unsure how to proceed, ask."
+
+
+def estimate_tokens(text: str) -> int:
+    """opencode's character-class estimate: digits, punctuation and symbols, whitespace, everything else."""
+    count = 0.0
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category.startswith("N"):
+            count += 1 / 1.9
+        elif category[0] in "PS":
+            count += 1 / 1.2
+        elif ch.isspace():
+            count += 1 / 2.5
+        else:
+            count += 1 / 3.5
+    return int(count)
+
+
+def _tool_names(history: list[Message]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in history:
+        for call in tool_calls_of(message):
+            names[str(call.get("id"))] = str((call.get("function") or {}).get("name", ""))
+    return names
+
+
+def outputs_to_clear(history: list[Message]) -> tuple[list[int], int, int]:
+    """(indices of the tool outputs the prune clears, tokens counted, tokens they hold); none when under the minimum."""
+    names = _tool_names(history)
+    turns = 0
+    counted = 0
+    pruned = 0
+    chosen: list[int] = []
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        role = message.get("role")
+        if role == "user":
+            turns += 1
+        if turns < PROTECTED_TURNS:
+            continue
+        if role == "assistant" and is_summary_message(message):
+            break
+        if role != "tool":
+            continue
+        if names.get(str(message.get("tool_call_id")), "") in PROTECTED_TOOLS:
+            continue
+        text = text_of(message)
+        if text == CLEARED:
+            break
+        tokens = estimate_tokens(text)
+        counted += tokens
+        if counted > PRUNE_PROTECT:
+            pruned += tokens
+            chosen.append(index)
+    if pruned <= PRUNE_MINIMUM:
+        return [], counted, pruned
+    return sorted(chosen), counted, pruned
+
+
+def prune(history: list[Message]) -> tuple[list[Message], list[int]]:
+    """``history`` with old tool outputs cleared by opencode's rule, and the indices cleared."""
+    chosen, _, _ = outputs_to_clear(history)
+    cleared = set(chosen)
+    return [{**m, "content": CLEARED} if i in cleared else m for i, m in enumerate(history)], chosen
+
+
+def opencode_prune_summary(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+    """One opencode compaction of ``messages`` (system messages stay in front, untouched)."""
+    system, history = split_system(messages)
+    record: dict[str, Any] = {"strategy": "opencode_prune_summary"}
+    if not history:
+        return unchanged(messages, zoo, {**record, "outcome": "nothing_to_summarise"})
+    pruned, cleared = prune(history)
+    record["cleared_outputs"] = cleared
+    summary = summarise(pruned, zoo)
+    if not summary.body:
+        return unchanged(messages, zoo, {**record, "outcome": "empty_summary"}, aborted=True, error=summary.error)
+    out = system + [{"role": "user", "content": ASK, "_synthetic": True},
+                    summary_message("assistant", summary.body),
+                    {"role": "user", "content": GO_ON, "_synthetic": True}]
+    return result(messages, out, condensed=len(history), zoo=zoo, record={**record, "outcome": "compressed"},
+                  summary=summary.body, fallback=summary.fallback_used)

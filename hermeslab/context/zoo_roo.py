@@ -1,0 +1,107 @@
+"""Roo Code's context management: condense everything into one summary, or hide the older half.
+
+Condensing summarises every message since the last summary (that summary
+included) and leaves the summary alone as the conversation: a fresh start in
+which the summary is a user message. Roo refuses when there is nothing new to
+condense (at most one message since the last summary, or the summary and one
+more). When condensing fails and the prompt is past the room the window
+leaves (90% of it minus the output reserve), the sliding window hides the
+older half of the messages after the first one, rounded down to an even
+count, and puts a marker where they were.
+
+Roo's messages carry tool results inside user messages; here a run of tool
+messages is that one user message and every other message counts once, so
+hiding an even count after the first keeps each call beside its results.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .assemble import sanitize_tool_pairs
+from .types import is_summary_message
+from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+from .zoo_triggers import ROO_BUFFER, ROO_DEFAULT_RESERVE
+
+#: Share of the messages after the first that the sliding window hides.
+TRUNCATE_FRACTION = 0.5
+HEADER = "Summary of the conversation so far"
+
+
+def since_last_summary(history: list[Message]) -> list[Message]:
+    """The messages from the newest summary on (it included), or all of them."""
+    for index in range(len(history) - 1, -1, -1):
+        if is_summary_message(history[index]):
+            return history[index:]
+    return history
+
+
+def condense_refusal(history: list[Message]) -> str | None:
+    """Why Roo would not condense ``history``, or None."""
+    span = since_last_summary(history)
+    if len(span) <= 1:
+        return "not enough messages" if len(history) <= 1 else "condensed recently"
+    if any(is_summary_message(m) for m in span) and len(span) <= 2:
+        return "condensed recently"
+    return None
+
+
+def roo_messages(history: list[Message]) -> list[list[int]]:
+    """Indices of ``history`` grouped as Roo's messages: a run of tool results is one, anything else is one."""
+    groups: list[list[int]] = []
+    for index, message in enumerate(history):
+        if message.get("role") == "tool" and groups and history[groups[-1][0]].get("role") == "tool":
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
+
+
+def hide_older_half(history: list[Message], fraction: float = TRUNCATE_FRACTION) -> tuple[list[Message], int]:
+    """Roo's sliding window over ``history``: (the result, how many of Roo's messages it hid)."""
+    units = roo_messages(history)
+    remove = math.floor((len(units) - 1) * fraction)
+    remove -= remove % 2
+    if remove <= 0:
+        return list(history), 0
+    hidden = {i for unit in units[1:remove + 1] for i in unit}
+    marker = {"role": "user", "content": f"[{remove} earlier messages hidden to fit the context window]",
+              "_synthetic": True}
+    boundary = units[remove + 1][0] if remove + 1 < len(units) else len(history)
+    kept = [m for i, m in enumerate(history[:boundary]) if i not in hidden] + [marker] + history[boundary:]
+    out, _ = sanitize_tool_pairs(kept, missing="drop")
+    return out, remove
+
+
+def over_room(prompt_tokens: int, window: int, max_tokens: int | None) -> bool:
+    """``prompt > window * 0.9 - reserve``: the condition for Roo's sliding-window fallback."""
+    reserve = max_tokens if max_tokens else ROO_DEFAULT_RESERVE
+    return prompt_tokens > window * (1 - ROO_BUFFER) - reserve
+
+
+def roo_condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+    """One Roo Code context-management pass over ``messages`` (system messages stay in front, untouched)."""
+    system, history = split_system(messages)
+    record: dict[str, Any] = {"strategy": "roo_condense"}
+    refusal = condense_refusal(history)
+    error = None
+    if refusal is None:
+        span = since_last_summary(history)
+        summary = summarise(span, zoo)
+        if summary.body:
+            out = system + [summary_message("user", f"## {HEADER}\n{summary.body}")]
+            return result(messages, out, condensed=len(history), zoo=zoo,
+                          record={**record, "outcome": "compressed", "summarised": len(span)},
+                          summary=summary.body, fallback=summary.fallback_used)
+        error = summary.error or "empty summary"
+    record["condense_error"] = refusal or error
+    prompt = sum(zoo.estimate(m) for m in messages)
+    if over_room(prompt, zoo.budgets.context_length, zoo.max_tokens):
+        kept, hidden = hide_older_half(history)
+        if hidden:
+            return result(messages, system + kept, condensed=len(history) - len(kept) + 1, zoo=zoo,
+                          record={**record, "outcome": "truncated", "hidden": hidden})
+    outcome = "nothing_to_summarise" if refusal else "condense_failed"
+    return unchanged(messages, zoo, {**record, "outcome": outcome}, aborted=refusal is None, error=error)
+

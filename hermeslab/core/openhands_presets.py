@@ -1,0 +1,72 @@
+"""Presets that condense the way OpenHands' condensers do, each number traced to OpenHands' source.
+
+Sources (paths inside the installed packages, line numbers of those files):
+
+* openhands-sdk 1.58.2, ``openhands/sdk/context/condenser/llm_summarizing_condenser.py``:
+  ``default_condenser`` (the standard agent's condenser) uses ``max_size`` 80 and
+  ``keep_first`` 4 (lines 558-559); ``minimum_progress`` 0.1 (line 72). It condenses
+  when the view holds more than ``max_size`` events (line 174) or the prompt exceeds
+  the agent model's input limit (line 163); it keeps the newest
+  ``max_size // 2 - keep_first - 1`` events (lines 308-309, 333, 336), never the
+  system prompt or the first ``keep_first`` (lines 341-344), moves both ends to the
+  next safe cut (lines 347, 350) and gives up on an empty or too small range
+  (lines 427, 434). The summary goes where the range began
+  (``openhands/sdk/event/condenser.py`` line 95) as a user message (line 130).
+* openhands-ai 0.62.0, ``openhands/core/config/condenser_config.py``: the
+  observation masking condenser's ``attention_window`` is 100 (lines 23-24); the
+  amortized forgetting condenser's ``max_size`` is 100 (lines 92-93) and
+  ``keep_first`` 1 (lines 99-100).
+  ``openhands/memory/condenser/impl/observation_masking_condenser.py`` line 23 masks
+  every observation older than the window;
+  ``openhands/memory/condenser/impl/amortized_forgetting_condenser.py`` lines 80-87
+  keep the first ``keep_first`` and the newest ``max_size // 2 - keep_first``
+  events, and line 97 triggers above ``max_size``.
+
+OpenHands never switches condensation off, so the breaker's limit is set out of
+reach; its conversations carry on in place, and the system prompt is one of the
+events it counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SDK_VERSION = "1.58.2"
+LEGACY_VERSION = "0.62.0"
+
+SUMMARIZING = f"openhands-{SDK_VERSION}-llm-summarizing"
+MASKING = f"openhands-{LEGACY_VERSION}-observation-masking"
+AMORTIZED = f"openhands-{LEGACY_VERSION}-amortized-forgetting"
+
+#: ``minimum_progress`` of the summarizing condenser (llm_summarizing_condenser.py line 72).
+MINIMUM_PROGRESS = 0.1
+#: A breaker limit no conversation reaches: OpenHands condenses whenever its rule says so.
+NEVER_SWITCH_OFF = 1_000_000_000
+
+_COMMON: dict[str, Any] = {
+    # Tokens matter only when the prompt would exceed the window itself.
+    "compression.threshold": 1.0,
+    "compression.min_threshold_tokens": 0,
+    "compression.small_window_limit": None,
+    "compression.min_saving": 0.0,
+    "compression.ineffective_limit": NEVER_SWITCH_OFF,
+    "compression.in_place": True,
+    "compression.system_in_pipeline": True,
+}
+
+
+def openhands_presets(seed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The three OpenHands presets as full override lists laid over ``seed``."""
+    base = {**seed, **_COMMON}
+    return {
+        SUMMARIZING: {**base, "compression.preset": SUMMARIZING, "compression.strategy": "openhands_summarizing",
+                      "compression.trigger_events": 80, "compression.keep_first_events": 4},
+        MASKING: {**base, "compression.preset": MASKING, "compression.strategy": "openhands_masking",
+                  "compression.trigger_events": 100, "compression.keep_first_events": 0},
+        AMORTIZED: {**base, "compression.preset": AMORTIZED, "compression.strategy": "openhands_amortized",
+                    "compression.trigger_events": 100, "compression.keep_first_events": 1},
+    }
+
+
+#: The ``compression.strategy`` values these presets add.
+STRATEGIES = ("openhands_summarizing", "openhands_masking", "openhands_amortized")

@@ -1,0 +1,137 @@
+"""The virtualenvs that hold OpenHands, one per release compared, created once and reused.
+
+OpenHands needs Python 3.12 or newer and pins libraries hermeslab must not
+inherit, so each release gets a virtualenv of its own under
+``~/.cache/hermeslab`` (or ``$HERMESLAB_OPENHANDS_HOME``), built with the first
+Python 3.12+ found: ``$HERMESLAB_OPENHANDS_PYTHON``, then ``python3.13`` and
+``python3.12`` on the path, then pyenv's versions. A marker file written last
+records a completed install; a lock file makes concurrent callers wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from hermeslab.reference.errors import HermesReferenceError
+
+MARKER_NAME = "hermeslab-venv.json"
+HOME_ENV_VAR = "HERMESLAB_OPENHANDS_HOME"
+PYTHON_ENV_VAR = "HERMESLAB_OPENHANDS_PYTHON"
+
+
+class OpenHandsReferenceError(HermesReferenceError):
+    """OpenHands could not be installed, started, or could not answer."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One OpenHands distribution pinned to a version, and the module whose import proves the install."""
+
+    distribution: str
+    version: str
+    probe: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def folder(self) -> str:
+        return f"{self.distribution}-{self.version}"
+
+
+#: The SDK (the LLM summarizing condenser) and the last release with the older condensers.
+SDK = Release("openhands-sdk", "1.58.2", "openhands.sdk.context.condenser")
+LEGACY = Release("openhands-ai", "0.62.0", "openhands.memory.condenser.impl.amortized_forgetting_condenser")
+
+
+def venv_python(path: Path) -> Path:
+    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def default_path(release: Release) -> Path:
+    home = os.environ.get(HOME_ENV_VAR)
+    return (Path(home).expanduser() if home else Path.home() / ".cache" / "hermeslab") / release.folder
+
+
+def find_python() -> str:
+    """A Python 3.12 or newer to build the virtualenv with; OpenHandsReferenceError when there is none."""
+    candidates = [os.environ.get(PYTHON_ENV_VAR), sys.executable, shutil.which("python3.13"), shutil.which("python3.12")]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    if pyenv.is_dir():
+        candidates += [str(p / "bin" / "python") for p in sorted(pyenv.iterdir(), reverse=True)]
+    for candidate in filter(None, candidates):
+        try:
+            found = subprocess.run([candidate, "-I", "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                                   capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if found.returncode == 0 and found.stdout.strip() == "True":
+            return candidate
+    raise OpenHandsReferenceError(f"OpenHands needs Python 3.12 or newer and none was found; set {PYTHON_ENV_VAR}")
+
+
+def _complete(path: Path, release: Release) -> bool:
+    try:
+        marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(marker, dict) and marker.get("requirement") == release.requirement
+            and marker.get("complete") is True and venv_python(path).exists())
+
+
+def ensure_venv(release: Release, path: Path | None = None) -> Path:
+    """A virtualenv holding ``release``, installed on first use (an unfinished one is installed into again)."""
+    target = Path(path).expanduser() if path is not None else default_path(release)
+    if _complete(target, release):
+        return target
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / f".{target.name}.lock")):
+            if not _complete(target, release):
+                _install(target, release)
+    except OSError as exc:
+        raise OpenHandsReferenceError(f"could not prepare the OpenHands venv at {target}: {exc}") from exc
+    return target
+
+
+def _install(target: Path, release: Release) -> None:
+    started = time.perf_counter()
+    if target.exists() and not (target / "pyvenv.cfg").exists():
+        raise OpenHandsReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
+    if not venv_python(target).exists():
+        made = subprocess.run([find_python(), "-m", "venv", str(target)], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise OpenHandsReferenceError(f"could not create a virtualenv at {target}:\n{_tail(made.stderr)}")
+    python = str(venv_python(target))
+    result = subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                             release.requirement], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise OpenHandsReferenceError(f"pip install {release.requirement} failed (exit code {result.returncode}); "
+                                      f"is the package index reachable?\n{_tail(result.stdout + result.stderr)}")
+    check = subprocess.run([python, "-I", "-c", f"import {release.probe}"], capture_output=True, text=True,
+                           env={**os.environ, **QUIET_ENV})
+    if check.returncode != 0:
+        raise OpenHandsReferenceError(f"{release.requirement} installed but {release.probe} does not import:\n"
+                                      f"{_tail(check.stderr)}")
+    marker = {"requirement": release.requirement, "complete": True,
+              "install_seconds": round(time.perf_counter() - started, 1),
+              "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    (target / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+#: Keeps OpenHands' libraries off the network and quiet: litellm reads its bundled model list.
+QUIET_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1"}
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

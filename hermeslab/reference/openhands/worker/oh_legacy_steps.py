@@ -1,0 +1,98 @@
+"""OpenHands 0.62's own condensers (``openhands.memory.condenser``) stepped through a recorded conversation.
+
+The recording becomes the event stream OpenHands 0.62's function-calling agent
+kept: a system message action, user and agent message actions, one command
+action per tool call and one command output observation per tool result,
+numbered in order as the event stream numbers them. Before each recorded
+assistant reply the agent's step is run: ``View.from_events`` over the stream,
+then the condenser; a ``Condensation`` puts its action in the stream (with the
+next number) and the step repeats, a ``View`` is what the model would see.
+Records use the same keys as the SDK worker: ``m<index>``, ``m<index>.<call>``
+for a reply's calls, and ``!masked`` after the key of a masked observation.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from openhands.events.action import CmdRunAction, MessageAction
+from openhands.events.action.message import SystemMessageAction
+from openhands.events.observation import CmdOutputObservation, Observation
+from openhands.events.observation.agent import AgentCondensationObservation
+from openhands.memory.condenser.condenser import Condensation
+from openhands.memory.condenser.impl.amortized_forgetting_condenser import AmortizedForgettingCondenser
+from openhands.memory.condenser.impl.observation_masking_condenser import ObservationMaskingCondenser
+from openhands.memory.view import View
+
+MAX_CONDENSATIONS_PER_STEP = 10
+CONDENSERS = {"observation_masking": ObservationMaskingCondenser, "amortized_forgetting": AmortizedForgettingCondenser}
+
+
+def describe() -> dict:
+    return {"family": "openhands-ai", "version": metadata.version("openhands-ai"), "condensers": sorted(CONDENSERS)}
+
+
+def _text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def events_for(index: int, message: dict) -> list[tuple[str, Any]]:
+    """(key, event) for the events OpenHands 0.62 logs for recorded message ``index``."""
+    role, key, text = message.get("role"), f"m{index}", _text(message)
+    if role == "system" and index == 0:
+        return [(key, SystemMessageAction(content=text))]
+    if role == "assistant" and message.get("tool_calls"):
+        return [(f"{key}.{number}", CmdRunAction(command=(call.get("function") or {}).get("arguments") or ""))
+                for number, call in enumerate(message["tool_calls"])]
+    if role == "tool":
+        return [(key, CmdOutputObservation(content=text, command=""))]
+    return [(key, MessageAction(content=text))]
+
+
+def replay(messages: list[dict], condenser_name: str, params: dict) -> list[dict]:
+    """One record per recorded assistant reply: the condensations made before it and the view shown."""
+    if condenser_name not in CONDENSERS:
+        raise ValueError(f"unknown condenser {condenser_name!r}; expected one of {', '.join(sorted(CONDENSERS))}")
+    condenser = CONDENSERS[condenser_name](**params)
+    stream: list[Any] = []
+    keys: dict[int, str] = {}
+    steps = []
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            steps.append(_step(index, stream, keys, condenser))
+        for key, event in events_for(index, message):
+            _add(stream, keys, key, event)
+    return steps
+
+
+def _add(stream: list[Any], keys: dict[int, str], key: str, event: Any) -> None:
+    event._id = len(stream)  # the event stream's numbering
+    keys[event.id] = key
+    stream.append(event)
+
+
+def _step(index: int, stream: list[Any], keys: dict[int, str], condenser: Any) -> dict:
+    condensations = []
+    for number in range(MAX_CONDENSATIONS_PER_STEP + 1):
+        view = View.from_events(stream)
+        outcome = condenser.condense(view)
+        if not isinstance(outcome, Condensation):
+            shown = []
+            for before, after in zip(view.events, outcome.events):
+                masked = isinstance(after, AgentCondensationObservation) and after is not before
+                shown.append(keys.get(before.id, "summary") + ("!masked" if masked else ""))
+            if len(outcome.events) != len(view.events):
+                raise RuntimeError("the condenser changed the number of events in a view")
+            return {"at": index, "condensations": condensations, "view": shown}
+        action = outcome.action
+        forgotten = [keys[event.id] for event in view.events if event.id in set(action.forgotten)]
+        condensations.append({"forgotten": forgotten, "offset": action.summary_offset,
+                              "summary": action.summary is not None})
+        _add(stream, keys, f"c{number}", action)
+    raise RuntimeError(f"the condenser kept condensing before message {index}")
