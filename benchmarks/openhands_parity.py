@@ -66,6 +66,7 @@ def main() -> None:
     data = {path.name: load(path, args.limit) for path in files}
     variants = [v for v in VARIANTS if args.only is None or v[0] in args.only]
     overall, per_variant, seconds = Tally(), {}, {"openhands": 0.0, "hermeslab": 0.0}
+    per_condenser: dict[str, Tally] = {}
     versions = {}
     for release in {v[1] for v in variants}:
         with OpenHandsReference(release) as reference:
@@ -87,10 +88,12 @@ def main() -> None:
                             session_id = str(session.get("id", start + offset))
                             tally.add_session(session_id, a, b)
                             overall.add_session(session_id, a, b, keep_examples=0)
+                            per_condenser.setdefault(condenser, Tally()).add_session(session_id, a, b, keep_examples=0)
                     per_file[file_name] = {**tally.as_record(), "differing_examples": tally.examples[:1]}
                 per_variant[name] = {"condenser": condenser, "release": release.requirement, "params": params,
                                      "preset": preset, "overrides": overrides, "files": per_file}
     report = {"releases": versions, "variants": per_variant, "limit_per_file": args.limit,
+              "per_condenser": {name: tally.as_record() for name, tally in sorted(per_condenser.items())},
               "seconds": {key: round(value, 1) for key, value in seconds.items()},
               **overall.as_record()}
     record.finish(report, args.out)

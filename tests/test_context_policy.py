@@ -9,7 +9,8 @@ import pytest
 from hermeslab.core.config import Config
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState
-from hermeslab.context.policy import CompressionPolicy, made_progress, parse_context_limit
+from hermeslab.context.error_limits import parse_context_limit
+from hermeslab.context.policy import CompressionPolicy, made_progress
 from hermeslab.core.presets import apply_preset
 
 

@@ -330,6 +330,6 @@ def test_a_refusal_that_states_the_prompts_size_is_a_reading_the_fit_goes_by():
     ("context length exceeded", None),
 ])
 def test_the_refused_prompts_size_is_read_from_each_providers_wording(text, tokens):
-    from hermeslab.context.policy import parse_prompt_tokens
+    from hermeslab.context.error_limits import parse_prompt_tokens
 
     assert parse_prompt_tokens(text) == tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermeslab.context.policy import parse_context_limit
+from hermeslab.context.error_limits import parse_context_limit
 from hermeslab.core.messages import has_surrogates, parse_tool_arguments
 from hermeslab.providers import OfflineModel, OpenAICompatProvider
 from hermeslab.core.provider import ChatRequest, ChatResponse, ProviderError

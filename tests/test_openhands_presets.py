@@ -15,9 +15,20 @@ from hypothesis import strategies as st
 
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
-from hermeslab.context.openhands_condensers import (MASK, amortized_forgetting, masked_positions,
-                                                    summarizing_forgetting, view_of)
-from hermeslab.context.openhands_view import ACTION, OBSERVATION, event_count, events_of, manipulation_indices
+from hermeslab.context.openhands_condensers import (
+    MASK,
+    amortized_forgetting,
+    masked_positions,
+    summarizing_forgetting,
+    view_of,
+)
+from hermeslab.context.openhands_view import (
+    ACTION,
+    OBSERVATION,
+    event_count,
+    events_of,
+    manipulation_indices,
+)
 from hermeslab.context.types import SummaryOutcome
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.core.messages import validate_messages
@@ -102,7 +113,7 @@ def test_summarizing_never_forgets_the_system_prompt_and_respects_minimum_progre
 
 
 def test_amortized_keeps_first_and_half_of_max_size():
-    # 0.62 amortized_forgetting_condenser.py lines 80-87 and 97.
+    # 0.62 amortized_forgetting_condenser.py lines 41-55 and 58.
     view = view_of(session(9))
     assert amortized_forgetting(view, max_size=21, keep_first=1) is None
     forgetting = amortized_forgetting(view, max_size=20, keep_first=1)
@@ -162,3 +173,28 @@ def test_summarizing_output_is_always_a_valid_conversation(rounds, parallel, max
                 calls = [k for k in step["view"] if k.startswith(reply + ".")]
                 assert not calls
             assert "m0" not in forgotten
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"compression.trigger_events": 0}, "positive integer"),
+    ({"compression.trigger_events": None}, "needs compression.trigger_events"),
+    ({"compression.keep_first_events": 39}, "must be under 39"),  # SDK lines 89-97: 80 // 2 - 1
+    ({"compression.keep_first_events": -1}, "must not be negative"),
+])
+def test_settings_openhands_would_refuse_are_refused(overrides, words):
+    cfg = Config().with_overrides({"compression.preset": SUMMARIZING, **overrides}).compression
+    with pytest.raises(ConfigError, match=words):
+        validate_compression_config(cfg)
+
+
+class Silent:
+    def summarise(self, request):
+        return SummaryOutcome(body="", error="model unavailable")
+
+
+def test_a_summary_that_fails_leaves_the_context_as_it_was():
+    # SDK lines 261-266: a failed summary call is no condensation; base.py 174-178: a soft one keeps the view.
+    config = preset_config(SUMMARIZING, {"compression.trigger_events": 10, "compression.keep_first_events": 1})
+    compaction = Compactor(config, Silent()).run(session(6)[:-1], trigger="pressure")
+    assert compaction.result.aborted and not compaction.changed
+    assert compaction.messages == session(6)[:-1]

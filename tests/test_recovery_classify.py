@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from provider_failures import CASES, build, sdk_error
 
-from hermeslab.context.policy import parse_context_limit
+from hermeslab.context.error_limits import parse_context_limit
 from hermeslab.core.provider import ProviderError
 from hermeslab.recovery import FAULT_CLASSES, RULES, SessionSize, classify
 from hermeslab.recovery.classify import output_budget

@@ -11,7 +11,8 @@ from .baselines import BaselineResult, observation_masking, sliding_window
 from .boundary import Boundary, choose_boundary
 from .budget import Budgets, derive_budgets, summary_budget
 from .pipeline import CompressionPlan, CompressionResult, CompressionState, compress, plan_compression
-from .policy import CompressionPolicy, parse_context_limit
+from .error_limits import parse_context_limit
+from .policy import CompressionPolicy
 from .prune import PruneDecision, one_line_description, prune_messages
 from .types import SUMMARY_END_MARKER, SUMMARY_PREFIX, Summariser, SummaryOutcome, SummaryRequest, is_summary_message
 

@@ -10,7 +10,9 @@ live loop's by construction. The points, in the order a turn meets them:
 * ``before_call`` — the pressure check before every later call, on the size of
   the prompt about to be sent. It needs more than one message and waits, after
   any compression, for the provider's reading of the compressed prompt (the
-  same content must not be compressed twice on an estimate);
+  same content must not be compressed twice on an estimate); with
+  ``compression.trigger_events`` set, a context holding more events than that
+  is compressed before any call, the turn's first too, without waiting;
 * ``after_tools`` — the per-turn check on the provider's reported prompt
   tokens of the call that asked for the tools;
 * ``before_send`` — right before every call, a prompt the count already puts
@@ -42,7 +44,8 @@ from typing import Any, Sequence
 from ..core.rough import rough_messages_tokens, rough_tool_schema_tokens
 from ..core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibration, default_counter
 from .compactor import Compaction, Compactor
-from .policy import AUTOMATIC_TRIGGERS, PREFLIGHT_PASSES, made_progress, parse_prompt_tokens
+from .error_limits import parse_prompt_tokens
+from .policy import AUTOMATIC_TRIGGERS, PREFLIGHT_PASSES, made_progress
 
 Message = dict[str, Any]
 #: Share of the computed room a fit fills, so rounding and the calibration's drift cannot push it over.

@@ -23,14 +23,22 @@ strategies apply them to whole messages and return a ``BaselineResult``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from hermeslab.core.messages import validate_messages
 
 from .assemble import sanitize_tool_pairs
 from .baselines import BaselineResult
-from .openhands_view import OBSERVATION, SYSTEM, Event, enforce, events_of, manipulation_indices, next_index
+from .openhands_view import (
+    OBSERVATION,
+    SYSTEM,
+    Event,
+    enforce,
+    events_of,
+    manipulation_indices,
+    next_index,
+)
 
 #: What a masked tool result reads (OpenHands puts ``AgentCondensationObservation('<MASKED>')`` in its place).
 MASK = "<MASKED>"

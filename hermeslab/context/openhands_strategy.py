@@ -11,7 +11,7 @@ does when its summary call fails.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..core.config import CompressionConfig
 from .assemble import summary_text

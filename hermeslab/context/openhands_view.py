@@ -18,8 +18,9 @@ provider thinking blocks, so that rule never removes an index here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 #: Event kinds: the system prompt, user or agent text, a tool call, a tool result.
 SYSTEM, USER, AGENT, ACTION, OBSERVATION = "system", "user", "agent", "action", "observation"
@@ -42,7 +43,7 @@ def events_of(messages: Sequence[dict[str, Any]]) -> list[Event]:
     events: list[Event] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise ValueError(f"message {index} is a {type(message).__name__}, not a chat message object")
+            raise TypeError(f"message {index} is a {type(message).__name__}, not a chat message object")
         role = message.get("role")
         calls = message.get("tool_calls") or []
         if role == "assistant" and calls:

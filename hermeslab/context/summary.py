@@ -33,6 +33,7 @@ from hermeslab.core.tokens import REPLY_PRIMING, default_counter
 from ..recovery.classify import classify
 
 from .budget import SUMMARY_FLOOR_TOKENS
+from .error_limits import parse_context_limit
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
 from .redact import redact
 from .template import render_compact_template, render_empty_template, replace_section
@@ -484,8 +485,6 @@ class LLMSummariser:
         except ProviderError as error:
             if not _is_overflow(error):
                 raise
-            from .policy import parse_context_limit  # the policy module builds on the pipeline, which needs this one
-
             stated = parse_context_limit(str(error))
             return self._fitted_call(route, request, stated or window)
 

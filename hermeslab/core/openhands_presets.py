@@ -18,9 +18,9 @@ Sources (paths inside the installed packages, line numbers of those files):
   ``keep_first`` 1 (lines 99-100).
   ``openhands/memory/condenser/impl/observation_masking_condenser.py`` line 23 masks
   every observation older than the window;
-  ``openhands/memory/condenser/impl/amortized_forgetting_condenser.py`` lines 80-87
+  ``openhands/memory/condenser/impl/amortized_forgetting_condenser.py`` lines 41-55
   keep the first ``keep_first`` and the newest ``max_size // 2 - keep_first``
-  events, and line 97 triggers above ``max_size``.
+  events, and line 58 triggers above ``max_size``.
 
 OpenHands never switches condensation off, so the breaker's limit is set out of
 reach; its conversations carry on in place, and the system prompt is one of the
@@ -30,6 +30,8 @@ events it counts.
 from __future__ import annotations
 
 from typing import Any
+
+from .config import CompressionConfig, ConfigError
 
 SDK_VERSION = "1.58.2"
 LEGACY_VERSION = "0.62.0"
@@ -70,3 +72,22 @@ def openhands_presets(seed: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 #: The ``compression.strategy`` values these presets add.
 STRATEGIES = ("openhands_summarizing", "openhands_masking", "openhands_amortized")
+
+
+def validate_openhands_settings(cfg: CompressionConfig) -> None:
+    """Raise ConfigError for event settings OpenHands' condensers would refuse (or hermeslab cannot use)."""
+    limit = cfg.trigger_events
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"compression.trigger_events: expected a positive integer or null, got {limit!r}")
+    if cfg.keep_first_events < 0:
+        raise ConfigError(f"compression.keep_first_events: must not be negative, got {cfg.keep_first_events!r}")
+    if cfg.strategy not in STRATEGIES:
+        return
+    if limit is None:
+        raise ConfigError(f"compression.strategy {cfg.strategy} needs compression.trigger_events (OpenHands' max_size)")
+    # The summarizing condenser needs room for a tail (llm_summarizing_condenser.py lines 89-97), the
+    # amortized one a head under half of max_size (amortized_forgetting_condenser.py lines 26-29).
+    room = {"openhands_summarizing": limit // 2 - 1, "openhands_amortized": limit // 2}.get(cfg.strategy)
+    if room is not None and cfg.keep_first_events >= room:
+        raise ConfigError(f"compression.keep_first_events ({cfg.keep_first_events}) must be under {room} "
+                          f"for {cfg.strategy} with trigger_events {limit}")

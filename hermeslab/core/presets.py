@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import CompressionConfig, Config, ConfigError
-from .openhands_presets import STRATEGIES as OPENHANDS_STRATEGIES, openhands_presets
+from .openhands_presets import STRATEGIES as OPENHANDS_STRATEGIES, openhands_presets, validate_openhands_settings
 from .zoo_presets import STRATEGIES as ZOO_STRATEGIES, zoo_presets
 
 _SEED: dict[str, Any] = {
@@ -165,6 +165,7 @@ def validate_compression_config(cfg: CompressionConfig) -> None:
         value = getattr(cfg, key)
         if value < 0:
             raise ConfigError(f"compression.{key}: must not be negative, got {value!r}")
+    validate_openhands_settings(cfg)
     if cfg.ineffective_limit < 1:
         raise ConfigError(f"compression.ineffective_limit: must be at least 1, got {cfg.ineffective_limit!r}")
     if cfg.small_window_limit is not None and (isinstance(cfg.small_window_limit, bool)

@@ -18,7 +18,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from hermeslab.reference.openhands.venv import QUIET_ENV, OpenHandsReferenceError, Release, ensure_venv, venv_python
+from hermeslab.reference.openhands.venv import (
+    QUIET_ENV,
+    OpenHandsReferenceError,
+    Release,
+    ensure_venv,
+    venv_python,
+)
 
 WORKER_DIR = Path(__file__).with_name("worker")
 
@@ -41,7 +47,7 @@ class OpenHandsReference:
         self.start()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def start(self) -> None:
@@ -50,7 +56,7 @@ class OpenHandsReference:
         env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
         env.update(QUIET_ENV)
         try:
-            self._process = subprocess.Popen([str(python), "-I", str(WORKER_DIR)], stdin=subprocess.PIPE,
+            self._process = subprocess.Popen([str(python), "-I", str(WORKER_DIR), self.release.family], stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                              cwd=self._folder.name, env=env)
         except OSError as exc:

@@ -19,6 +19,9 @@ class Tally:
     identical: int = 0
     condensations_reference: int = 0
     condensations_hermeslab: int = 0
+    #: Observations shown masked, summed over steps.
+    masked_reference: int = 0
+    masked_hermeslab: int = 0
     sessions: int = 0
     sessions_identical: int = 0
     #: The first few differing steps, for the report: (session id, step, reference, hermeslab).
@@ -32,13 +35,15 @@ class Tally:
             self.steps += 1
             self.condensations_reference += len(theirs["condensations"])
             self.condensations_hermeslab += len(mine["condensations"])
+            self.masked_reference += sum(key.endswith("!masked") for key in theirs["view"])
+            self.masked_hermeslab += sum(key.endswith("!masked") for key in mine["view"])
             if theirs == mine:
                 self.identical += 1
             else:
                 same_session = False
                 if len(self.examples) < keep_examples:
-                    self.examples.append({"session": session_id, "at": theirs["at"], "reference": theirs,
-                                          "hermeslab": mine})
+                    self.examples.append({"session": session_id, "at": theirs["at"],
+                                          "reference_only": _only(theirs, mine), "hermeslab_only": _only(mine, theirs)})
         self.sessions += 1
         self.sessions_identical += same_session
 
@@ -50,4 +55,11 @@ class Tally:
         return {"steps": self.steps, "identical_steps": self.identical, "identical_decisions_share": round(self.share, 6),
                 "sessions": self.sessions, "sessions_identical": self.sessions_identical,
                 "condensations_reference": self.condensations_reference,
-                "condensations_hermeslab": self.condensations_hermeslab}
+                "condensations_hermeslab": self.condensations_hermeslab,
+                "masked_reference": self.masked_reference, "masked_hermeslab": self.masked_hermeslab}
+
+
+def _only(one: dict, other: dict) -> dict:
+    """What ``one`` records that ``other`` does not: its condensations if they differ, view keys not in ``other``."""
+    return {"condensations": one["condensations"] if one["condensations"] != other["condensations"] else [],
+            "view": [key for key in one["view"] if key not in set(other["view"])]}

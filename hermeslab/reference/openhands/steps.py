@@ -29,7 +29,7 @@ KEY = "_openhands_key"
 class FixedSummariser:
     """Answers every summary request with the same text: the comparison is about decisions."""
 
-    def summarise(self, request: SummaryRequest) -> SummaryOutcome:  # noqa: ARG002
+    def summarise(self, request: SummaryRequest) -> SummaryOutcome:
         return SummaryOutcome(body="stub summary of the forgotten events")
 
 

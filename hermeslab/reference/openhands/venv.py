@@ -6,6 +6,9 @@ inherit, so each release gets a virtualenv of its own under
 Python 3.12+ found: ``$HERMESLAB_OPENHANDS_PYTHON``, then ``python3.13`` and
 ``python3.12`` on the path, then pyenv's versions. A marker file written last
 records a completed install; a lock file makes concurrent callers wait.
+Every dependency is pinned to the versions the comparison was measured with
+(``constraints/<release>.txt``, a ``pip freeze`` of that venv), so an install
+resolves without backtracking and measures the same code wherever it runs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from filelock import FileLock
 from hermeslab.reference.errors import HermesReferenceError
 
 MARKER_NAME = "hermeslab-venv.json"
+CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
 HOME_ENV_VAR = "HERMESLAB_OPENHANDS_HOME"
 PYTHON_ENV_VAR = "HERMESLAB_OPENHANDS_PYTHON"
 
@@ -39,6 +43,8 @@ class Release:
     distribution: str
     version: str
     probe: str
+    #: The worker's family argument: ``sdk`` or ``legacy``.
+    family: str
 
     @property
     def requirement(self) -> str:
@@ -50,8 +56,9 @@ class Release:
 
 
 #: The SDK (the LLM summarizing condenser) and the last release with the older condensers.
-SDK = Release("openhands-sdk", "1.58.2", "openhands.sdk.context.condenser")
-LEGACY = Release("openhands-ai", "0.62.0", "openhands.memory.condenser.impl.amortized_forgetting_condenser")
+SDK = Release("openhands-sdk", "1.58.2", "openhands.sdk.context.condenser", "sdk")
+LEGACY = Release("openhands-ai", "0.62.0", "openhands.memory.condenser.impl.amortized_forgetting_condenser",
+                 "legacy")
 
 
 def venv_python(path: Path) -> Path:
@@ -72,7 +79,7 @@ def find_python() -> str:
     for candidate in filter(None, candidates):
         try:
             found = subprocess.run([candidate, "-I", "-c", "import sys; print(sys.version_info >= (3, 12))"],
-                                   capture_output=True, text=True, timeout=60)
+                                   capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if found.returncode == 0 and found.stdout.strip() == "True":
@@ -109,17 +116,19 @@ def _install(target: Path, release: Release) -> None:
     if target.exists() and not (target / "pyvenv.cfg").exists():
         raise OpenHandsReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
     if not venv_python(target).exists():
-        made = subprocess.run([find_python(), "-m", "venv", str(target)], capture_output=True, text=True)
+        made = subprocess.run([find_python(), "-m", "venv", str(target)], capture_output=True, text=True,
+                              check=False)
         if made.returncode != 0:
             raise OpenHandsReferenceError(f"could not create a virtualenv at {target}:\n{_tail(made.stderr)}")
     python = str(venv_python(target))
+    pins = CONSTRAINTS / f"{release.folder}.txt"
     result = subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                             release.requirement], capture_output=True, text=True)
+                             "-c", str(pins), release.requirement], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise OpenHandsReferenceError(f"pip install {release.requirement} failed (exit code {result.returncode}); "
                                       f"is the package index reachable?\n{_tail(result.stdout + result.stderr)}")
     check = subprocess.run([python, "-I", "-c", f"import {release.probe}"], capture_output=True, text=True,
-                           env={**os.environ, **QUIET_ENV})
+                           env={**os.environ, **QUIET_ENV}, check=False)
     if check.returncode != 0:
         raise OpenHandsReferenceError(f"{release.requirement} installed but {release.probe} does not import:\n"
                                       f"{_tail(check.stderr)}")

@@ -1,6 +1,7 @@
 """The OpenHands reference worker: ``python -I <this directory>`` under an OpenHands virtualenv's Python.
 
-It imports only the standard library, OpenHands and its sibling modules (their
+Its one argument names the family to drive, ``sdk`` or ``legacy``. It
+imports only the standard library, OpenHands and its sibling modules (their
 names are chosen not to collide with OpenHands' own top-level modules). The
 real stdout is kept for replies and anything else written there goes to
 stderr. One JSON request per line on stdin, ``{"id", "op", "args"}``; one
@@ -34,26 +35,23 @@ def require_isolation() -> None:
         raise SystemExit(f"openhands worker: remove provider keys from the environment first: {', '.join(keys)}")
 
 
-def load_family() -> Any:
-    """The stepping module for whichever OpenHands this virtualenv holds."""
-    try:
+def load_family(name: str) -> Any:
+    """The stepping module for OpenHands family ``name``: ``sdk`` or ``legacy`` (openhands-ai 0.62)."""
+    if name == "sdk":
         import oh_sdk_steps
 
         return oh_sdk_steps
-    except ImportError as sdk_error:
-        try:
-            import oh_legacy_steps
+    if name == "legacy":
+        import oh_legacy_steps
 
-            return oh_legacy_steps
-        except ImportError as legacy_error:
-            raise SystemExit(f"openhands worker: neither openhands-sdk ({sdk_error}) nor openhands-ai "
-                             f"({legacy_error}) imports here") from None
+        return oh_legacy_steps
+    raise SystemExit(f"openhands worker: the first argument must be sdk or legacy, got {name!r}")
 
 
 def main() -> int:
     replies = claim_reply_stream()
     require_isolation()
-    family = load_family()
+    family = load_family(sys.argv[1] if len(sys.argv) > 1 else "")
     for line in io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"):
         if not line.strip():
             continue
@@ -70,10 +68,11 @@ def main() -> int:
             else:
                 raise ValueError(f"unknown op {op!r}; expected hello or replay")
             reply = {"id": request_id, "ok": True, "result": result}
-        except Exception as exc:  # every failure is answered, never fatal
+        except Exception as exc:  # noqa: BLE001 - every failure is answered, never fatal
             reply = {"id": request_id, "ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "traceback": traceback.format_exc()}
         replies.write(json.dumps(reply) + "\n")
+        replies.flush()
     return 0
 
 

@@ -16,13 +16,20 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from litellm import ChatCompletionMessageToolCall
+from openhands.core.message import Message, TextContent
 from openhands.events.action import CmdRunAction, MessageAction
 from openhands.events.action.message import SystemMessageAction
-from openhands.events.observation import CmdOutputObservation, Observation
+from openhands.events.observation import CmdOutputObservation
 from openhands.events.observation.agent import AgentCondensationObservation
 from openhands.memory.condenser.condenser import Condensation
-from openhands.memory.condenser.impl.amortized_forgetting_condenser import AmortizedForgettingCondenser
-from openhands.memory.condenser.impl.observation_masking_condenser import ObservationMaskingCondenser
+from openhands.memory.condenser.impl.amortized_forgetting_condenser import (
+    AmortizedForgettingCondenser,
+)
+from openhands.memory.condenser.impl.observation_masking_condenser import (
+    ObservationMaskingCondenser,
+)
+from openhands.memory.conversation_memory import ConversationMemory
 from openhands.memory.view import View
 
 MAX_CONDENSATIONS_PER_STEP = 10
@@ -40,6 +47,13 @@ def _text(message: dict) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
+
+
+def call_ids(index: int, message: dict) -> dict[str, str]:
+    """Event key → tool call id, for the calls and the result of recorded message ``index``."""
+    if message.get("role") == "tool":
+        return {f"m{index}": str(message.get("tool_call_id") or "")}
+    return {f"m{index}.{number}": str(call.get("id") or "") for number, call in enumerate(message.get("tool_calls") or [])}
 
 
 def events_for(index: int, message: dict) -> list[tuple[str, Any]]:
@@ -62,10 +76,12 @@ def replay(messages: list[dict], condenser_name: str, params: dict) -> list[dict
     condenser = CONDENSERS[condenser_name](**params)
     stream: list[Any] = []
     keys: dict[int, str] = {}
+    calls: dict[str, str] = {}
     steps = []
     for index, message in enumerate(messages):
         if message.get("role") == "assistant":
-            steps.append(_step(index, stream, keys, condenser))
+            steps.append(_step(index, stream, keys, calls, condenser))
+        calls.update(call_ids(index, message))
         for key, event in events_for(index, message):
             _add(stream, keys, key, event)
     return steps
@@ -77,7 +93,42 @@ def _add(stream: list[Any], keys: dict[int, str], key: str, event: Any) -> None:
     stream.append(event)
 
 
-def _step(index: int, stream: list[Any], keys: dict[int, str], condenser: Any) -> dict:
+def sent(shown: list[str], calls: dict[str, str]) -> list[str]:
+    """The keys of ``shown`` that OpenHands' conversation memory sends: its own filter
+    (``ConversationMemory._filter_unmatched_tool_calls``) drops tool calls whose results are gone
+    and results whose calls are gone. ``calls`` maps action and observation keys to call ids."""
+    messages, plain = [], {}
+    actions = {calls[key]: key for key in shown if "." in key and key in calls}
+    results = {calls[key]: key for key in shown if "." not in key and key in calls}
+    for key in shown:
+        if key in actions.values():
+            reply = key.split(".")[0]
+            if messages and messages[-1].role == "assistant" and actions[messages[-1].tool_calls[0].id].split(".")[0] == reply:
+                messages[-1].tool_calls.append(_tool_call(calls[key]))
+            else:
+                messages.append(Message(role="assistant", content=[], tool_calls=[_tool_call(calls[key])]))
+        elif key in results.values():
+            messages.append(Message(role="tool", content=[TextContent(text="")], tool_call_id=calls[key]))
+        else:
+            message = Message(role="user", content=[TextContent(text="")])
+            plain[id(message)] = key
+            messages.append(message)
+    out = []
+    for message in ConversationMemory._filter_unmatched_tool_calls(messages):
+        if message.role == "assistant":
+            out += [actions[call.id] for call in message.tool_calls]
+        elif message.role == "tool":
+            out.append(results[message.tool_call_id])
+        else:
+            out.append(plain[id(message)])
+    return out
+
+
+def _tool_call(call_id: str) -> Any:
+    return ChatCompletionMessageToolCall(id=call_id, type="function", function={"name": "run", "arguments": "{}"})
+
+
+def _step(index: int, stream: list[Any], keys: dict[int, str], calls: dict[str, str], condenser: Any) -> dict:
     condensations = []
     for number in range(MAX_CONDENSATIONS_PER_STEP + 1):
         view = View.from_events(stream)
@@ -89,7 +140,10 @@ def _step(index: int, stream: list[Any], keys: dict[int, str], condenser: Any) -
                 shown.append(keys.get(before.id, "summary") + ("!masked" if masked else ""))
             if len(outcome.events) != len(view.events):
                 raise RuntimeError("the condenser changed the number of events in a view")
-            return {"at": index, "condensations": condensations, "view": shown}
+            # Masking is compared as the condenser decided it: OpenHands' memory would then turn each
+            # masked result into a user message and drop its call, which hermeslab does not copy.
+            view = shown if isinstance(condenser, ObservationMaskingCondenser) else sent(shown, calls)
+            return {"at": index, "condensations": condensations, "view": view}
         action = outcome.action
         forgotten = [keys[event.id] for event in view.events if event.id in set(action.forgotten)]
         condensations.append({"forgotten": forgotten, "offset": action.summary_offset,

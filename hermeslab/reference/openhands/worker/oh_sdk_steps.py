@@ -20,7 +20,13 @@ from typing import Any
 
 from openhands.sdk.context.condenser import LLMSummarizingCondenser
 from openhands.sdk.context.view import View
-from openhands.sdk.event import ActionEvent, Condensation, MessageEvent, ObservationEvent, SystemPromptEvent
+from openhands.sdk.event import (
+    ActionEvent,
+    Condensation,
+    MessageEvent,
+    ObservationEvent,
+    SystemPromptEvent,
+)
 from openhands.sdk.llm import LLM, Message, MessageToolCall, TextContent
 from openhands.sdk.tool.schema import Observation
 
@@ -36,7 +42,7 @@ class RecordedObservation(Observation):
 class StubSummaryLLM(LLM):
     """The condenser's summary model: a fixed answer, no network."""
 
-    def generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: ARG002
+    def generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
         return types.SimpleNamespace(id="stub-response",
                                      message=Message(role="assistant", content=[TextContent(text=STUB_SUMMARY)]))
 
