@@ -19,7 +19,8 @@ from typing import Any, Callable
 from .context.driver import ContextDriver
 from .core.config import Config
 from .core.events import ApiCallFinished, ApiCallStarted, Notice, TextDelta
-from .core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, receive, usage_or_estimate
+from .core.provider import (ESTIMATE, SERVER_TOKENIZER, ChatRequest, ChatResponse, ProviderError, StreamDelta,
+                             receive, usage_or_estimate, usage_source)
 from .core.tokens import count_text
 from .recovery import (CallState, Classification, NoRoomToContinue, SessionSize, classify, complete_truncated,
                        is_truncated)
@@ -116,12 +117,15 @@ class ModelCalls:
                 continue
             response = self.recovery.repaired_reply(response)
             usage, estimated = usage_or_estimate(response, estimate)
-            self.context.observe(counted, None if estimated else usage.prompt_tokens)
+            source = usage_source(response, estimated)
+            # The messages' text alone (no template markers) reads low: not a prompt size to calibrate by.
+            self.context.observe(counted, None if source in (ESTIMATE, SERVER_TOKENIZER) else usage.prompt_tokens)
             result.add_usage(usage)
             self._emit(ApiCallFinished, **fields, model=response.model or request.model,
                        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                        cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
                        reasoning_tokens=usage.reasoning_tokens, usage_estimated=estimated,
+                       usage_source=source,
                        latency_ms=_ms_since(started), finish_reason=response.finish_reason)
             return response
 
@@ -155,7 +159,7 @@ def _partial_fields(text: str) -> dict[str, Any]:
     if not text:
         return {}
     return {"finish_reason": "partial", "partial_text": repair_surrogates(text), "completion_tokens": count_text(text),
-            "usage_estimated": True}
+            "usage_estimated": True, "usage_source": ESTIMATE}
 
 
 def _ms_since(started: float) -> float:

@@ -17,7 +17,7 @@ from .core.events import (
     ToolCallStarted,
     TurnFinished,
 )
-from .core.figures import compression_sizes, estimate_note, tokens
+from .core.figures import compression_sizes, counted_note, estimate_note, tokens
 
 
 def _one_line(text: str, limit: int = 100) -> str:
@@ -30,7 +30,8 @@ class ConsoleTranscript:
 
     The turn line's ``prompt`` is the last call's prompt (what it sent, tool
     schemas included), as the usage plot draws it; ``in``/``out`` are the
-    turn's totals over all its calls. Estimated figures carry a ``~`` and a note.
+    turn's totals over all its calls. Estimated figures carry a ``~`` and a note;
+    figures the server's tokenizer counted carry a note of their own.
     """
 
     def __init__(self, out: TextIO | None = None, *, context_length: int = 0):
@@ -40,6 +41,7 @@ class ConsoleTranscript:
         self._last_prompt = 0
         self._last_estimated = False
         self._estimated_calls = 0
+        self._counted_calls: dict[str, int] = {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TextDelta):
@@ -51,6 +53,8 @@ class ConsoleTranscript:
             if event.purpose != "turn":
                 return
             self._estimated_calls += int(event.usage_estimated)
+            if event.usage_source and not event.usage_estimated:
+                self._counted_calls[event.usage_source] = self._counted_calls.get(event.usage_source, 0) + 1
             if event.error_class is None and event.prompt_tokens:
                 self._last_prompt, self._last_estimated = event.prompt_tokens, event.usage_estimated
             return
@@ -72,6 +76,7 @@ class ConsoleTranscript:
         elif isinstance(event, TurnFinished):
             self._write(f"[{self._turn_line(event)}]\n\n")
             self._estimated_calls = 0
+            self._counted_calls = {}
 
     def _turn_line(self, event: TurnFinished) -> str:
         estimated = self._estimated_calls > 0
@@ -82,8 +87,9 @@ class ConsoleTranscript:
             parts.append(f"prompt {tokens(self._last_prompt, self._last_estimated)} tokens{share}")
         parts.append(f"turn total in {tokens(event.prompt_tokens, estimated)}"
                      f" / out {tokens(event.completion_tokens, estimated)}")
-        note = estimate_note(self._estimated_calls, event.api_calls)
-        return " · ".join(parts + ([note] if note else []))
+        notes = (estimate_note(self._estimated_calls, event.api_calls),
+                 counted_note(self._counted_calls, event.api_calls))
+        return " · ".join(parts + [note for note in notes if note])
 
     def _end_line(self) -> None:
         if self._mid_line:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core.config import Config, ConfigError
+from .core.config import Config
 from .home import HOME_ENV_VAR, default_lab_path
 
 # The agent stack (DuckDB, pandas, the openai SDK, ...) is imported by the functions that use it, so that

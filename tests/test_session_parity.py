@@ -13,7 +13,6 @@ import json
 
 import pytest
 
-from hermeslab.context.budget import derive_budgets
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
 from hermeslab.context.pipeline import NO_USER_PLACEHOLDER, ensure_real_user_turn

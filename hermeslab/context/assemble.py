@@ -25,7 +25,7 @@ from hermeslab.core.rough import is_image_part
 
 from .turns import has_tool_calls
 from .types import (LEGACY_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER, LONG_SUMMARY_PREFIX, MERGED_OWN_DELIMITER,
-                    MERGED_OWN_HEADER, SUMMARY_END_MARKER, SUMMARY_PREFIX)
+                    MERGED_OWN_HEADER, SUMMARY_END_MARKER, SUMMARY_PREFIX, is_summary_message)
 
 MISSING_RESULT_STUB = "[result not kept: this call and its outcome are covered by the handoff summary]"
 REMOVED_CALL_TEXT = "[tool call removed: it is covered by the handoff summary]"
@@ -212,3 +212,13 @@ def assemble(head: Sequence[dict], body: str, tail: Sequence[dict], *,
               "tool_pairs": pairs, "images_stripped": images}
     return out, record
 
+
+def user_content_present(messages: Sequence[dict], target: dict) -> bool:
+    """Some user message carries ``target``'s content unchanged (a summary merged into it included)."""
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = split_summary(message)[1] if is_summary_message(message) else message.get("content")
+        if content == target.get("content"):
+            return True
+    return False

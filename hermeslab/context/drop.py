@@ -9,27 +9,14 @@ with the input indices that went, so nothing leaves the context untraced.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from hermeslab.core.config import CompressionConfig
 
-from .assemble import sanitize_tool_pairs, split_summary
+from .assemble import sanitize_tool_pairs, user_content_present
 from .boundary import Boundary
 from .types import is_summary_message
 
 #: Stands between two user messages the drop would otherwise leave side by side.
 DROPPED_NOTE = "[earlier messages were dropped here to fit the context window]"
-
-
-def _holds(messages: Sequence[dict], target: dict) -> bool:
-    """Some user message carries ``target``'s content (a summary merged ahead of it included)."""
-    for message in messages:
-        if message.get("role") != "user":
-            continue
-        content = split_summary(message)[1] if is_summary_message(message) else message.get("content")
-        if content == target.get("content"):
-            return True
-    return False
 
 
 def _joined(parts: list[list[dict]]) -> list[dict]:
@@ -55,7 +42,7 @@ def drop_range(pruned: list[dict], boundary: Boundary, latest: tuple[int, dict] 
     if keep is not None:
         head = head + [pruned[keep]]
     out = head + tail
-    reinserted = latest is not None and not _holds(out, latest[1])
+    reinserted = latest is not None and not user_content_present(out, latest[1])
     middle = []
     if reinserted:
         middle = [{key: value for key, value in latest[1].items() if key != "_compressed_summary"}]

@@ -50,7 +50,7 @@ from hermeslab.core.tokens import (
 )
 
 from .anchors import anchor_budget, collect_anchors, parse_anchor_block, render_anchor_block, split_anchor_block
-from .assemble import assemble, merge_summary, split_summary
+from .assemble import assemble, merge_summary, split_summary, user_content_present
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import SUMMARY_FLOOR_TOKENS, Budgets, summary_budget, wanted_summary_budget, window_room
 from .drop import drop_range
@@ -249,17 +249,6 @@ def _task_quote(task: str) -> str:
 
 def _contains_text(messages: Sequence[dict], needle: str) -> bool:
     return any(not is_summary_message(m) and needle in text_of(m) for m in messages)
-
-
-def _user_content_present(messages: Sequence[dict], target: dict) -> bool:
-    """True when some user message carries ``target``'s content unchanged (merged summaries included)."""
-    for message in messages:
-        if message.get("role") != "user":
-            continue
-        content = split_summary(message)[1] if is_summary_message(message) else message.get("content")
-        if content == target.get("content"):
-            return True
-    return False
 
 
 def _reinsert_latest_user(messages: list[dict], latest: dict, *, merge: bool) -> tuple[list[dict], bool]:
@@ -472,7 +461,7 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     assembled, record["assembly"] = assemble(head, inserted, tail, cfg=cfg)
     into_summary = False
     if cfg.reinsert_latest_user:
-        reinserted = latest is not None and not _user_content_present(assembled, latest)
+        reinserted = latest is not None and not user_content_present(assembled, latest)
         if reinserted:
             assembled, into_summary = _reinsert_latest_user(assembled, latest, merge=cfg.keep_latest_user)
     else:

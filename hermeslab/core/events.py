@@ -124,6 +124,9 @@ class ApiCallFinished(Event):
     reasoning_tokens: int = 0
     #: True when the provider reported no usage and the counts are our estimate.
     usage_estimated: bool = False
+    #: Where the counts came from: ``reported``, ``server_template`` or ``server_tokenizer`` (the server's
+    #: tokenizer counted them after an answer without usage), ``estimate``; "" for a call with no counts.
+    usage_source: str = ""
     #: Why the call was made: ``turn`` (the user's turn) or ``review`` (the background memory review).
     purpose: str = "turn"
     latency_ms: float = 0.0

@@ -3,13 +3,23 @@
 "Prompt tokens" means one thing on every screen: what one model call sends,
 tool schemas included, the figure the provider reports and the usage plot
 draws. A figure resting on our own count instead of the provider's report
-carries a leading ``~`` and says it is an estimate and what it counts.
+carries a leading ``~`` and says it is an estimate and what it counts. A
+figure the server's own tokenizer counted after an answer without usage is
+the server's, shown plain, with a note saying how it was counted.
 """
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from .events import CompressionEvent
-from .provider import ESTIMATE_COUNTS
+from .provider import ESTIMATE_COUNTS, SERVER_TEMPLATE, SERVER_TOKENIZER
+
+#: What a figure the server's tokenizer counted covers, by source: not our estimate, so shown without ``~``.
+COUNTED_BY_SERVER = {
+    SERVER_TEMPLATE: "counted by the server's tokenizer on the prompt its chat template made",
+    SERVER_TOKENIZER: "counted by the server's tokenizer on the messages' text, without its chat template's markers",
+}
 
 
 def tokens(count: int, estimated: bool) -> str:
@@ -25,11 +35,23 @@ def estimate_note(estimated_calls: int, calls: int) -> str:
     """
     if estimated_calls <= 0:
         return ""
+    return f"estimated for {_which(estimated_calls, calls)} (the server reported no usage; {ESTIMATE_COUNTS})"
+
+
+def counted_note(counted_calls: Mapping[str, int], calls: int) -> str:
+    """Which of a turn's figures the server's tokenizer counted, and on what; "" when none.
+
+    ``counted_calls`` maps a usage source (``server_template``, ``server_tokenizer``) to its attempts.
+    """
+    notes = [f"{COUNTED_BY_SERVER[source]} for {_which(count, calls)} (the server reported no usage)"
+             for source, count in sorted(counted_calls.items()) if source in COUNTED_BY_SERVER and count > 0]
+    return " · ".join(notes)
+
+
+def _which(some: int, calls: int) -> str:
     if calls <= 1:
-        which = "its call"
-    else:
-        which = "all its calls" if estimated_calls >= calls else f"{estimated_calls} of {calls} calls"
-    return f"estimated for {which} (the server reported no usage; {ESTIMATE_COUNTS})"
+        return "its call"
+    return "all its calls" if some >= calls else f"{some} of {calls} calls"
 
 
 def compression_sizes(event: CompressionEvent) -> str:

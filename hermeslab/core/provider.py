@@ -48,6 +48,9 @@ class ChatResponse:
     model: str = ""
     #: Reasoning text the provider returned separately from the content, if any.
     reasoning: str | None = None
+    #: Where ``usage`` came from: ``reported`` with the answer, or counted afterwards by the server's
+    #: tokenizer (``server_template``, ``server_tokenizer``) when the answer carried none.
+    usage_source: str = "reported"
 
 
 @dataclass
@@ -128,6 +131,11 @@ def receive(provider: Provider, request: ChatRequest, *, stream: bool, on_delta:
     raise ProviderError("the stream ended without a final response", error_type="invalid_response")
 
 
+#: Where a call's token figures came from. The server reported them; the server's tokenizer counted the
+#: prompt its own chat template made of the messages; the server's tokenizer counted the messages' text
+#: (no template markers); or our own count of the request (the only figures shown with a ``~``).
+REPORTED, SERVER_TEMPLATE, SERVER_TOKENIZER, ESTIMATE = "reported", "server_template", "server_tokenizer", "estimate"
+
 #: What an estimated prompt figure counts, for the labels that show one. It is not calibrated: with no
 #: reading from the provider there is nothing honest to correct it by.
 ESTIMATE_COUNTS = ("local count of the messages and tool schemas sent, "
@@ -140,13 +148,14 @@ def usage_or_estimate(response: ChatResponse, estimate: int) -> tuple[Usage, boo
     ``estimate`` is the local count of the request as sent (messages, tool schemas
     and reply priming), which a server whose chat template drops the tool schemas
     or the system prompt never saw: it is a figure to label, never to present as
-    measured. A usage object of all zeros (what some servers send when they do
-    not count) is no report; a report without a prompt count keeps its other
-    counts and takes ``estimate`` for the prompt, still flagged.
+    measured. Figures the server's tokenizer counted are the server's, not ours.
+    A usage object of all zeros (what some servers send when they do not count)
+    is no report; a report without a prompt count keeps its other counts and
+    takes ``estimate`` for the prompt, still flagged.
     """
     usage = response.usage
     if usage is not None and usage.prompt_tokens > 0:
-        return usage, False
+        return usage, False  # reported, or counted by the server's tokenizer (``response.usage_source``)
     if usage is not None and usage.completion_tokens > 0:
         return Usage(prompt_tokens=estimate, completion_tokens=usage.completion_tokens,
                      cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
@@ -156,3 +165,8 @@ def usage_or_estimate(response: ChatResponse, estimate: int) -> tuple[Usage, boo
     completion = count_text(message.get("content") or "") + reasoning + sum(
         count_text((call.get("function") or {}).get("arguments") or "") for call in message.get("tool_calls") or ())
     return Usage(prompt_tokens=estimate, completion_tokens=completion, reasoning_tokens=reasoning), True
+
+
+def usage_source(response: ChatResponse, estimated: bool) -> str:
+    """The source of the figures ``usage_or_estimate`` gave for ``response``."""
+    return ESTIMATE if estimated else response.usage_source

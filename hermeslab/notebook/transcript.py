@@ -27,7 +27,7 @@ from ..core.events import (
     TurnFinished,
     TurnStarted,
 )
-from ..core.figures import compression_sizes, estimate_note, tokens
+from ..core.figures import compression_sizes, counted_note, estimate_note, tokens
 from .markup import escape, markdown_to_html
 
 #: Characters of a tool result shown inside its card (the log keeps all of it).
@@ -83,6 +83,8 @@ class Transcript:
     #: Whether any of the turn's answered calls carries our estimate instead of the provider's usage.
     usage_estimated: bool = False
     estimated_calls: int = 0
+    #: The turn's calls whose figures the server's tokenizer counted, by usage source.
+    counted_calls: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     _new_call: bool = field(default=True, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -107,6 +109,8 @@ class Transcript:
         elif isinstance(event, ApiCallFinished):
             if event.purpose == "turn" and event.usage_estimated:
                 self.usage_estimated, self.estimated_calls = True, self.estimated_calls + 1
+            elif event.purpose == "turn" and event.usage_source:
+                self.counted_calls[event.usage_source] = self.counted_calls.get(event.usage_source, 0) + 1
             return False
         elif isinstance(event, ToolCallStarted):
             self.blocks.append(ToolCard(event.tool_call_id, event.name, event.arguments))
@@ -182,8 +186,9 @@ class Transcript:
             estimated = self.usage_estimated
             usage = (f"in {tokens(self.prompt_tokens, estimated)} / out {tokens(self.completion_tokens, estimated)}"
                      " tokens over the turn")
-            note = estimate_note(self.estimated_calls, self.api_calls)
-            return f"{turn}{self.status} · {calls} · {usage}" + (f" · {note}" if note else "")
+            notes = [note for note in (estimate_note(self.estimated_calls, self.api_calls),
+                                       counted_note(self.counted_calls, self.api_calls)) if note]
+            return " · ".join([f"{turn}{self.status}", calls, usage, *notes])
 
     def _footer_html(self) -> str:
         interrupted = ""

@@ -12,10 +12,14 @@ is asked again without streaming, which brings the real answer or the real
 error. A server found unable to stream tool calls (it refuses them in words,
 or answers them only unstreamed) gets every later request with tools
 unstreamed.
+
+An answer without usage (llama.cpp-family servers send none in streams) is
+counted by the server's own tokenizer where it offers one (``server_tokenizer``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import re
 import time
@@ -25,6 +29,7 @@ import openai
 
 from ..core.messages import wire_messages
 from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from .server_tokenizer import ServerTokenizer
 
 #: Sent when an endpoint needs no key; the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "hermeslab-no-key"
@@ -62,6 +67,8 @@ class OpenAICompatProvider:
         #: False once the server showed it cannot stream a request with tools; such requests then go unstreamed.
         self.streams_tools = True
         key = api_key if api_key is not None else (PLACEHOLDER_API_KEY if base_url else None)
+        #: Asked for a call's counts when its answer has none; None where no server of ours is addressed.
+        self.tokenizer = ServerTokenizer(server_root(base_url), key) if base_url else None
         try:
             self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
         except openai.OpenAIError as exc:
@@ -76,7 +83,7 @@ class OpenAICompatProvider:
             completion = self._client.chat.completions.create(**self._arguments(request))
         except openai.OpenAIError as exc:
             raise provider_error_from(exc, self.base_url) from exc
-        return response_from_completion(completion)
+        return self._counted(request, response_from_completion(completion))
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
         if request.tools and not self.streams_tools:
@@ -111,7 +118,7 @@ class OpenAICompatProvider:
         if assembler.chunks == 0:
             yield from self._after_empty_stream(request)
             return
-        yield assembler.finish()
+        yield self._counted(request, assembler.finish())
 
     def _after_empty_stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
         """A stream that ended cleanly with nothing in it: the same request unstreamed says what happened.
@@ -133,8 +140,22 @@ class OpenAICompatProvider:
         yield response
 
     def close(self) -> None:
-        """Release the HTTP connection pool."""
+        """Release the HTTP connection pools."""
         self._client.close()
+        if self.tokenizer is not None:
+            self.tokenizer.close()
+
+    def _counted(self, request: ChatRequest, response: ChatResponse) -> ChatResponse:
+        """``response``, with the server's tokenizer's counts when it reported no prompt count and can count."""
+        reported = response.usage
+        if (reported is not None and reported.prompt_tokens > 0) or self.tokenizer is None \
+                or not self.tokenizer.available:
+            return response
+        counted = self.tokenizer.usage(self._arguments(request), response, reported)
+        if counted is None:
+            return response
+        usage, source = counted
+        return dataclasses.replace(response, usage=usage, usage_source=source)
 
     # ------------------------------------------------------------ helpers
 
@@ -156,6 +177,12 @@ class OpenAICompatProvider:
         if extra:
             arguments["extra_body"] = extra
         return arguments
+
+
+def server_root(base_url: str) -> str:
+    """The server's root, where llama.cpp-family servers keep their non-OpenAI routes: ``base_url`` without ``/v1``."""
+    root = base_url.rstrip("/")
+    return root[:-3] if root.endswith("/v1") else root
 
 
 def alternating(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -63,6 +63,9 @@ class Personality:
     cut_tool_call_finish: str = "length"
     #: An overlong prompt loses its oldest messages instead of being refused.
     truncates_prompt: bool = False
+    #: The tokenizer routes the server offers (``chat_template.ROUTES``): ``llama-server`` or
+    #: ``llama-cpp-python``; None: none.
+    tokenizer: str | None = None
 
 
 # ---------------------------------------------------------------- overflow wordings
@@ -153,11 +156,11 @@ PERSONALITIES: dict[str, Personality] = {p.name: p for p in (
     Personality("openai", overflow_openai, validation_openai, assistant_content="text_or_calls"),
     Personality("vllm", overflow_vllm, validation_vllm),
     Personality("ollama", None, validation_plain, truncates_prompt=True, ignores_tool_choice=True),
-    Personality("llama-server", overflow_llama_server, validation_plain),
+    Personality("llama-server", overflow_llama_server, validation_plain, tokenizer="llama-server"),
     Personality("llama-cpp-python", overflow_llama_cpp_python, validation_llama_cpp_python,
                 streamed_errors_have_status=False, usage_in_streams=False, default_tool_choice="none",
                 refuses_streamed_auto_tools="Automatic streaming tool choice is not supported", single_slot=True,
-                assistant_content="text", cut_tool_call_finish="tool_calls"),
+                assistant_content="text", cut_tool_call_finish="tool_calls", tokenizer="llama-cpp-python"),
 )}
 
 

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..core.messages import MessageValidationError, text_of, validate_messages, wire_message
 from ..core.provider import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from .chat_template import tokenizer_reply
 from .personalities import OutputLimited, Personality, Slot, personality_named, prepared
 
 log = logging.getLogger(__name__)
@@ -333,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         path = self._path()
         if path != CHAT_PATH:
-            self._send(error_reply(404, f"no such endpoint: POST {path}"))
+            self._send(self.server.owner.tokenizer_route(path, raw))
             return
         call_index = self.server.owner._next_call_index()
         if not raw.strip():
@@ -510,6 +511,20 @@ class LocalServer:
         if held is not None and reply.chunks is not None:
             reply.chunks = self._slot.guarded(reply.chunks, held)
         return reply
+
+    def tokenizer_route(self, path: str, raw: bytes) -> Reply:
+        """A tokenizer route the personality's server offers (at the root, beside ``/v1``), else a 404."""
+        if self.personality is None or self.personality.tokenizer is None:
+            return error_reply(404, f"no such endpoint: POST {path}")
+        try:
+            payload = json.loads(raw) if raw.strip() else None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            payload = None
+        answer = tokenizer_reply(self.personality, path, payload if isinstance(payload, dict) else {})
+        if answer is None:
+            return error_reply(404, f"no such endpoint: POST {path}")
+        status, body = answer
+        return Reply(status=status, body=body)
 
     @property
     def model_name(self) -> str:

@@ -177,6 +177,7 @@ class RowBuilder:
                 "cache_write_tokens": cache_write,
                 "reasoning_tokens": reasoning,
                 "usage_estimated": bool(event.usage_estimated),
+                "usage_source": _opt_str(event.usage_source) or None,
                 "purpose": _opt_str(event.purpose),
                 "latency_ms": _opt_float(event.latency_ms),
                 "finish_reason": _opt_str(event.finish_reason),

@@ -237,6 +237,12 @@ _V3_ESTIMATES_AND_PURPOSE = (
     "ALTER TABLE compressions ADD COLUMN prompt_tokens_after BIGINT",
     "ALTER TABLE compressions ADD COLUMN messages_dropped INTEGER DEFAULT 0",
     "ALTER TABLE api_calls ADD COLUMN partial_text VARCHAR",
+    # Where a call's counts came from; an older lab's calls were reported or our estimate.
+    "ALTER TABLE api_calls ADD COLUMN usage_source VARCHAR",
+    """
+    UPDATE api_calls SET usage_source = CASE WHEN usage_estimated THEN 'estimate'
+                                             WHEN prompt_tokens IS NOT NULL THEN 'reported' END
+    """,
     """
     UPDATE turns SET estimated_calls = (
         SELECT count(*) FROM api_calls AS a
@@ -255,7 +261,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "how a compression was applied: rotation to a child session or in-place archiving",
               _V2_COMPRESSION_MODE),
     Migration(3, "which token counts are estimates, why each call was made, compressed sizes as sent, "
-              "messages dropped unsummarised, text received before a call failed",
+              "messages dropped unsummarised, text received before a call failed, "
+              "where each call's counts came from",
               _V3_ESTIMATES_AND_PURPOSE),
 )
 
