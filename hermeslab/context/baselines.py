@@ -23,17 +23,20 @@ from .turns import has_tool_calls, last_real_user_index
 
 @dataclass
 class BaselineResult:
+    """A compaction made outside the summary pipeline: the fields the policy, the compactor and the replay read."""
+
     messages: list[dict]
     tokens_before: int
     tokens_after: int
-    #: Messages masked or dropped.
+    #: Messages that no longer appear verbatim (masked, dropped, cleared or summarised).
     condensed: int
     effective: bool
     record: dict = field(default_factory=dict)
     aborted: bool = False
-    summary_text: None = None
+    #: The summary a strategy wrote (the summary-free baselines write none).
+    summary_text: str | None = None
     fallback_used: bool = False
-    summary_error: None = None
+    summary_error: str | None = None
 
 
 def _effective(condensed: int, before: int, after: int, min_saving: float) -> bool:

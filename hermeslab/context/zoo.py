@@ -2,7 +2,7 @@
 
 A strategy takes the messages, what it needs to ask for a summary, and a
 small per-conversation memory (for agents that remember something between
-compactions), and returns a ZooResult. Its trigger rule lives in
+compactions), and returns a BaselineResult. Its trigger rule lives in
 ``zoo_triggers`` under the same name.
 """
 
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .baselines import BaselineResult
 from .zoo_codex import codex_user_messages
-from .zoo_common import Message, ZooInput, ZooResult
+from .zoo_common import Message, ZooInput
 from .zoo_gemini import gemini_state_snapshot
 from .zoo_opencode import opencode_prune_summary
 from .zoo_roo import roo_condense
 
-ZooStrategy = Callable[[list[Message], ZooInput, dict[str, Any]], ZooResult]
+ZooStrategy = Callable[[list[Message], ZooInput, dict[str, Any]], BaselineResult]
 
 ZOO_STRATEGIES: dict[str, ZooStrategy] = {
     "codex_user_messages": codex_user_messages,

@@ -14,9 +14,10 @@ from typing import Any
 
 from hermeslab.core.messages import text_of
 
+from .baselines import BaselineResult
 from .turns import is_real_user_message
 from .types import is_summary_message
-from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 
 #: Tokens of the user's own messages kept after a compaction.
 USER_MESSAGE_BUDGET = 20_000
@@ -62,7 +63,7 @@ def select_user_messages(texts: list[str], budget: int = USER_MESSAGE_BUDGET) ->
     return chosen
 
 
-def codex_user_messages(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+def codex_user_messages(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
     """One Codex CLI compaction of ``messages`` (system messages stay in front, untouched)."""
     system, history = split_system(messages)
     record: dict[str, Any] = {"strategy": "codex_user_messages"}

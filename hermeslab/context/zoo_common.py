@@ -9,11 +9,12 @@ read like any other strategy's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
 
+from .baselines import BaselineResult
 from .budget import Budgets, summary_budget
 from .types import Summariser, SummaryRequest
 
@@ -34,42 +35,25 @@ class ZooInput:
     focus: str | None = None
 
 
-@dataclass
-class ZooResult:
-    """One zoo compaction: the fields the policy, the compactor and the replay read."""
-
-    messages: list[Message]
-    tokens_before: int
-    tokens_after: int
-    #: Messages that no longer appear verbatim (summarised, dropped or cleared).
-    condensed: int
-    effective: bool
-    record: dict = field(default_factory=dict)
-    aborted: bool = False
-    summary_text: str | None = None
-    fallback_used: bool = False
-    summary_error: str | None = None
-
-
 def total(messages: Sequence[Message], estimate: Callable[[Message], int]) -> int:
     return sum(estimate(m) for m in messages)
 
 
 def result(before: Sequence[Message], after: list[Message], *, condensed: int, zoo: ZooInput, record: dict,
            summary: str | None = None, aborted: bool = False, fallback: bool = False,
-           error: str | None = None) -> ZooResult:
-    """A ZooResult with the token counts measured and ``min_saving`` applied to decide effectiveness."""
+           error: str | None = None) -> BaselineResult:
+    """A BaselineResult with the token counts measured and ``min_saving`` applied to decide effectiveness."""
     tokens_before = total(before, zoo.estimate)
     tokens_after = total(after, zoo.estimate)
     saved = tokens_before - tokens_after
     effective = (not aborted and condensed > 0 and saved > 0 and saved >= zoo.cfg.min_saving * tokens_before)
     record = {**record, "tokens_before": tokens_before, "tokens_after": tokens_after}
-    return ZooResult(after, tokens_before, tokens_after, condensed, effective, record, aborted, summary, fallback,
+    return BaselineResult(after, tokens_before, tokens_after, condensed, effective, record, aborted, summary, fallback,
                      error)
 
 
 def unchanged(messages: list[Message], zoo: ZooInput, record: dict, *, aborted: bool = False,
-              error: str | None = None) -> ZooResult:
+              error: str | None = None) -> BaselineResult:
     """The input handed back: nothing to compact, or the agent refuses this compaction."""
     return result(messages, list(messages), condensed=0, zoo=zoo, record=record, aborted=aborted, error=error)
 

@@ -19,8 +19,9 @@ from typing import Any
 
 from hermeslab.core.messages import text_of, wire_message
 
+from .baselines import BaselineResult
 from .turns import has_tool_calls
-from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 
 #: Share of the history (in characters) kept verbatim after the cut.
 PRESERVE_FRACTION = 0.3
@@ -106,7 +107,7 @@ def split_point(history: list[Message], fraction: float = 1 - PRESERVE_FRACTION)
     return last
 
 
-def gemini_state_snapshot(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+def gemini_state_snapshot(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
     """One Gemini CLI compression of ``messages`` (system messages stay in front, untouched)."""
     system, history = split_system(messages)
     if not history:

@@ -21,8 +21,9 @@ from typing import Any
 
 from hermeslab.core.messages import text_of, tool_calls_of
 
+from .baselines import BaselineResult
 from .types import is_summary_message
-from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 
 #: Tokens of the newest tool outputs the prune never clears.
 PRUNE_PROTECT = 40_000
@@ -101,7 +102,7 @@ def prune(history: list[Message]) -> tuple[list[Message], list[int]]:
     return [{**m, "content": CLEARED} if i in cleared else m for i, m in enumerate(history)], chosen
 
 
-def opencode_prune_summary(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+def opencode_prune_summary(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
     """One opencode compaction of ``messages`` (system messages stay in front, untouched)."""
     system, history = split_system(messages)
     record: dict[str, Any] = {"strategy": "opencode_prune_summary"}

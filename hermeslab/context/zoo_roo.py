@@ -20,8 +20,9 @@ import math
 from typing import Any
 
 from .assemble import sanitize_tool_pairs
+from .baselines import BaselineResult
 from .types import is_summary_message
-from .zoo_common import Message, ZooInput, ZooResult, result, split_system, summarise, summary_message, unchanged
+from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from .zoo_triggers import ROO_BUFFER, ROO_DEFAULT_RESERVE
 
 #: Share of the messages after the first that the sliding window hides.
@@ -80,7 +81,7 @@ def over_room(prompt_tokens: int, window: int, max_tokens: int | None) -> bool:
     return prompt_tokens > window * (1 - ROO_BUFFER) - reserve
 
 
-def roo_condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> ZooResult:
+def roo_condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
     """One Roo Code context-management pass over ``messages`` (system messages stay in front, untouched)."""
     system, history = split_system(messages)
     record: dict[str, Any] = {"strategy": "roo_condense"}

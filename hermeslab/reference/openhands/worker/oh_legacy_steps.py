@@ -32,21 +32,14 @@ from openhands.memory.condenser.impl.observation_masking_condenser import (
 from openhands.memory.conversation_memory import ConversationMemory
 from openhands.memory.view import View
 
+from oh_messages import message_text
+
 MAX_CONDENSATIONS_PER_STEP = 10
 CONDENSERS = {"observation_masking": ObservationMaskingCondenser, "amortized_forgetting": AmortizedForgettingCondenser}
 
 
 def describe() -> dict:
     return {"family": "openhands-ai", "version": metadata.version("openhands-ai"), "condensers": sorted(CONDENSERS)}
-
-
-def _text(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def call_ids(index: int, message: dict) -> dict[str, str]:
@@ -58,7 +51,7 @@ def call_ids(index: int, message: dict) -> dict[str, str]:
 
 def events_for(index: int, message: dict) -> list[tuple[str, Any]]:
     """(key, event) for the events OpenHands 0.62 logs for recorded message ``index``."""
-    role, key, text = message.get("role"), f"m{index}", _text(message)
+    role, key, text = message.get("role"), f"m{index}", message_text(message)
     if role == "system" and index == 0:
         return [(key, SystemMessageAction(content=text))]
     if role == "assistant" and message.get("tool_calls"):

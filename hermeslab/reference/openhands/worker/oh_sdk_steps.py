@@ -30,6 +30,8 @@ from openhands.sdk.event import (
 from openhands.sdk.llm import LLM, Message, MessageToolCall, TextContent
 from openhands.sdk.tool.schema import Observation
 
+from oh_messages import message_text
+
 #: Condensations one step may produce before the worker calls it a loop.
 MAX_CONDENSATIONS_PER_STEP = 10
 STUB_SUMMARY = "stub summary of the forgotten events"
@@ -52,18 +54,9 @@ def describe() -> dict:
             "condensers": ["llm_summarizing"]}
 
 
-def _text(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
 def events_for(index: int, message: dict, actions: dict[str, str]) -> list[Any]:
     """The events the SDK's agent logs for recorded message ``index``; ``actions`` maps call ids to event ids."""
-    role, key, text = message.get("role"), f"m{index}", _text(message)
+    role, key, text = message.get("role"), f"m{index}", message_text(message)
     if role == "system" and index == 0:
         return [SystemPromptEvent(id=key, system_prompt=TextContent(text=text), tools=[])]
     if role == "assistant" and message.get("tool_calls"):
