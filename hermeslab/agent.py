@@ -302,6 +302,7 @@ class Agent:
 
     def _emit(self, event_type: type[Event], **fields: Any) -> None:
         if self.bus.wants(event_type):
-            self.bus.publish(event_type(session_id=self.session.id, turn=self.session.turns,
+            session = self.sessions.session  # read once: this runs for every streamed fragment
+            self.bus.publish(event_type(session_id=session.id, turn=session.turns,
                                         trace_id=self._trace_id, run_id=self.run_id, **fields))
 

@@ -148,8 +148,9 @@ class ModelCalls:
             raise TurnInterrupted
 
     def _delta(self, delta: StreamDelta) -> None:
-        if delta.text:
-            self._emit(TextDelta, text=repair_surrogates(delta.text))
+        text = delta.text
+        if text:  # ASCII text, nearly every fragment, cannot hold a surrogate: not scanned
+            self._emit(TextDelta, text=text if text.isascii() else repair_surrogates(text))
         if delta.reasoning:
             self._emit(TextDelta, text=repair_surrogates(delta.reasoning), reasoning=True)
 

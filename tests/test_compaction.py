@@ -191,6 +191,7 @@ def test_resume_follows_rotations_and_continues_the_log(tmp_path):
     with Runtime(config) as runtime:
         for i in range(14):
             runtime.agent.chat(f"write \"{LONG.format(i=i)}\" to n{i}.txt")
+        runtime.writer.flush()  # the last turn may have rotated the session: its rows must be in the lab to read
         root = open_lab(tmp_path / "lab.duckdb").lineage(runtime.agent.session.id)[0]
         tip = runtime.agent.session.id
     assert root != tip

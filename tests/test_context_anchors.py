@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of, validate_messages
 from hermeslab.core.tokens import count_text
+from hermeslab.eval.metrics import message_text
 from hermeslab.context.anchors import (ANCHOR_HEADING, ANCHOR_MIN_TOKENS, anchor_budget, anchor_line_tokens,
                                        collect_anchors, parse_anchor_block, render_anchor_block, split_anchor_block)
 from hermeslab.context.assemble import split_summary
@@ -58,7 +59,8 @@ def grow(messages: list[dict], prefix: str) -> list[dict]:
 
 
 def context_text(messages: list[dict]) -> str:
-    return "\n".join(text_of(m) for m in messages)
+    """What the model is shown: message texts and tool-call arguments."""
+    return "\n".join(message_text(m) for m in messages)
 
 
 def summary_of(messages: list[dict]) -> str:
@@ -321,3 +323,14 @@ def test_a_smaller_budget_keeps_the_most_recent_anchors_that_fit(span, budget):
 
 def test_line_cost_is_the_rendered_line_counted_alone():
     assert anchor_line_tokens("ORD-48213") == count_text("- ORD-48213")
+
+
+def test_a_result_pruned_to_one_line_that_stays_in_the_context_gives_its_facts_to_the_anchors():
+    messages = agent_session(turns=16, output_words=600)
+    assert messages[30]["tool_calls"][0]["id"] == "c7"
+    messages[30:32] = tool_turn("c7", "read_file", {"path": "/srv/app/billing.py"}, TRACEBACK + " ".join(["log"] * 600))
+    result = run(messages, cfg("seed", anchors=True), CompressionState())
+    pruned = {d["index"] for d in result.record["prune"]["decisions"]}
+    assert 31 in pruned and result.record["boundary"]["end"] <= 30  # the traceback stays, cut to one line
+    assert "customer_9921" not in "\n".join(text_of(m) for m in result.messages if m.get("role") == "tool")
+    assert any("customer_9921" in anchor for anchor in parse_anchor_block(summary_of(result.messages)))

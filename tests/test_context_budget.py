@@ -75,6 +75,15 @@ def test_hermes_threshold_jumps_at_512k_but_the_seed_is_monotonic():
     assert all(t < w for t, w in zip(thresholds, windows))
 
 
+@pytest.mark.parametrize("window", [16_000, 64_000, 65_000, 70_000, 75_000, 80_000, 100_000, 200_000])
+def test_the_seed_never_triggers_above_80_percent_of_the_window(window):
+    """Hermes's 64K floor fires at 98% of a 65K window; the seed's ceiling holds it at 80% of every window."""
+    assert derive_budgets(seed(), window).threshold_tokens <= 0.80 * window
+    assert derive_budgets(seed(), window, 8_000).threshold_tokens <= 0.80 * (window - 8_000)
+    assert derive_budgets(hermes(), 65_000).threshold_tokens == 64_000
+
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "128000", True])
 def test_bad_context_length_is_named(bad):
     with pytest.raises(ValueError, match="context_length must be a positive integer"):
@@ -82,10 +91,10 @@ def test_bad_context_length_is_named(bad):
 
 
 def test_the_seed_sizes_the_tail_from_what_the_fixed_cost_leaves():
-    """7K of system prompt and tool schemas in a 16K window: the tail is a share of the 6.6K left for history."""
+    """7K of system prompt and tool schemas in a 16K window: the tail is a share of the 5.8K left for history."""
     plain, fixed = derive_budgets(seed(), 16_000), derive_budgets(seed(), 16_000, fixed_tokens=7_000)
-    assert (plain.threshold_tokens, plain.tail_token_budget) == (13_600, 2_720)
-    assert (fixed.threshold_tokens, fixed.tail_token_budget, fixed.soft_tail_tokens) == (13_600, 1_320, 1_980)
+    assert (plain.threshold_tokens, plain.tail_token_budget) == (12_800, 2_560)
+    assert (fixed.threshold_tokens, fixed.tail_token_budget, fixed.soft_tail_tokens) == (12_800, 1_160, 1_740)
     assert fixed.as_record()["fixed_tokens"] == 7_000
     assert derive_budgets(seed(), 16_000, fixed_tokens=20_000).tail_token_budget == 0
 
@@ -120,6 +129,7 @@ def test_unknown_preset_lists_the_known_ones():
     ("protect_last_n", -1, "compression.protect_last_n: must not be negative"),
     ("ineffective_limit", 0, "compression.ineffective_limit: must be at least 1"),
     ("small_window_limit", "big", "compression.small_window_limit: expected an integer or null"),
+    ("max_trigger_ratio", 1.5, r"compression.max_trigger_ratio: expected a fraction in \(0, 1\] or null"),
 ])
 def test_unusable_values_are_named(key, value, message):
     cfg = Config().with_overrides({f"compression.{key}": value}).compression

@@ -326,6 +326,17 @@ def test_a_long_task_is_quoted_by_its_opening():
     assert result.summary_text.startswith(f"{ORIGINAL_TASK_LABEL} {long_task[:ORIGINAL_TASK_MAX_CHARS]} [...]")
 
 
+def test_a_tail_walk_that_would_leave_less_than_a_summary_keeps_the_plain_budget():
+    """Pruned, the history just passes the soft tail budget: the walk stops a few messages past the head."""
+    state = CompressionState(compression_count=1)
+    result = run(agent_session(turns=12, output_words=600), state=state)
+    assert "span_under_summary_floor" in result.record["boundary"]["reasons"]
+    assert result.record["outcome"] == "compressed" and result.record["summary"]["span_tokens"] >= 128
+    hermes = run(agent_session(turns=12, output_words=600), preset="hermes-0.19",
+                 state=CompressionState(compression_count=1))
+    assert "span_under_summary_floor" not in hermes.record["boundary"]["reasons"]
+
+
 def test_messages_between_the_head_and_an_earlier_summary_are_summarised_not_dropped():
     """A rotated session can hold turns before its previous summary; under seed they enter the new summary.
 

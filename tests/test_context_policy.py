@@ -35,13 +35,13 @@ class Clock:
 
 def policy(state=None, preset="seed", clock=None, **overrides):
     config = apply_preset(Config(), preset).with_overrides({f"compression.{k}": v for k, v in overrides.items()})
-    budgets = derive_budgets(config.compression, 64_000)  # threshold 54,400
+    budgets = derive_budgets(config.compression, 64_000)  # threshold 51,200
     return CompressionPolicy(config.compression, budgets, state or CompressionState(), clock=clock or Clock())
 
 
 def test_threshold_and_enabled_switch():
     p = policy()
-    assert not p.should_compress(54_399) and p.should_compress(54_400)
+    assert not p.should_compress(51_199) and p.should_compress(51_200)
     off = policy(enabled=False)
     assert not off.should_compress(99_999) and off.blocked_reason("manual") == "compression disabled"
     with pytest.raises(ValueError, match="unknown trigger 'sometimes'"):
@@ -68,7 +68,7 @@ def test_the_next_real_prompt_reading_judges_an_effective_compression():
     p = policy(state)
     p.record(Outcome([], 80_000, 40_000), "preflight")
     assert state.awaiting_usage
-    p.observe_prompt_tokens(60_000)  # still over the 54,400 threshold
+    p.observe_prompt_tokens(60_000)  # still over the 51,200 threshold
     assert state.ineffective_streak == 1 and not state.awaiting_usage
     p.observe_prompt_tokens(70_000)  # no compression pending: not a strike
     assert state.ineffective_streak == 1

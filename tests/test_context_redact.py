@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.redact import redact, redact_exhaustive, redact_message, redact_value
+from hermeslab.context.redact import redact, redact_exhaustive, redact_many, redact_message, redact_value
 from hermeslab.context.secret_patterns import RULES, placeholder
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "secrets_corpus.json").read_text(encoding="utf-8"))
@@ -201,3 +201,11 @@ def test_corpus_texts_give_the_same_result_prefiltered_or_exhaustive_alone_and_j
     assert [redact(t) for t in texts] == [redact_exhaustive(t) for t in texts]
     joined = "\n".join(texts)
     assert redact(joined) == redact_exhaustive(joined)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.one_of(st.sampled_from(PLANTS), st.text(max_size=20)), max_size=6).map("".join),
+                max_size=8))
+def test_redacting_many_texts_at_once_gives_each_its_own_redaction(texts):
+    assert redact_many(texts) == [redact(text) for text in texts]
+

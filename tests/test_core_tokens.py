@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from hermeslab.core import tokens
-from hermeslab.core.rough import (LONG_ARGUMENTS, ROUGH_MESSAGE_OVERHEAD, call_repr_length, rough_message_tokens,
+from hermeslab.core.rough import (LONG_ARGUMENTS, ROUGH_MESSAGE_OVERHEAD, call_repr_length, known_newlines,
+                                  rough_message_tokens,
                                   rough_messages_tokens, rough_reply_tokens, rough_tool_schema_tokens,
                                   str_repr_length)
 from hermeslab.core.tokens import (
@@ -260,3 +261,33 @@ def test_the_rough_list_estimate_is_the_repr_of_the_messages_with_long_texts_cou
     assert call_repr_length(call, str_repr_length) == len(str(call))
     assert rough_message_tokens(messages[1]) == ROUGH_MESSAGE_OVERHEAD + sum(len(str(c)) // 4 for c in
                                                                                messages[1]["tool_calls"])
+
+
+def _rough_uncached(messages):
+    return (sum(len(str(m)) for m in messages) + 3) // 4
+
+
+def test_the_rough_list_estimate_stays_exact_over_alternating_lists_and_replaced_messages():
+    history = [{"role": "system", "content": "s" * 300}]
+    for index in range(12):
+        history.append({"role": "assistant", "content": f"step {index}", "tool_calls": [
+            {"id": f"c{index}", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}]})
+        history.append({"role": "tool", "tool_call_id": f"c{index}", "content": "line\n" * (60 + index)})
+        for shown in (history, history[1:], list(history), history[:-1], history):  # a loop measures several lists
+            assert rough_messages_tokens(shown) == _rough_uncached(shown)
+    history[3] = {**history[3], "content": "rewritten in place"}  # the prefix changed: measured again
+    assert rough_messages_tokens(history) == _rough_uncached(history)
+    call = history[1]["tool_calls"][0]
+    history[1] = {**history[1], "tool_calls": [{**call, "function": {**call["function"], "arguments": "{}"}}]}
+    assert rough_message_tokens(history[1]) == (ROUGH_MESSAGE_OVERHEAD + len(history[1]["content"]) // 4
+                                                + len(str(history[1]["tool_calls"][0])) // 4)
+    assert rough_messages_tokens(history) == _rough_uncached(history)
+
+
+@given(_REPR_TEXT)
+def test_the_list_estimate_records_the_newlines_of_the_long_texts_it_measures(text):
+    content = text + "\n" + "x" * 300
+    assert known_newlines(content) is None  # never measured
+    rough_messages_tokens([{"role": "tool", "tool_call_id": "c", "content": content}])
+    assert known_newlines(content) == (content.count("\n") if content.isascii() else None)
+

@@ -412,13 +412,13 @@ def test_a_results_file_from_before_failed_turns_still_loads_and_resumes(tmp_pat
 
 def test_thresholds_below_the_floor_come_to_the_same_budgets():
     low, high = (load_config(f"seed,model.context_length=8000,compression.threshold={t}") for t in (0.5, 0.7))
-    assert budget_effect(low) == budget_effect(high) == {"threshold_tokens": 6_800, "summary_tokens": 2_000}
+    assert budget_effect(low) == budget_effect(high) == {"threshold_tokens": 6_400, "summary_tokens": 2_000}
     floorless = {t: load_config(f"seed,model.context_length=8000,compression.min_threshold_tokens=0,"
                                    f"compression.threshold={t}") for t in (0.5, 0.7)}
     assert [budget_effect(c)["threshold_tokens"] for c in floorless.values()] == [4_000, 5_600]
     wide = load_config("seed,model.context_length=200000,compression.summary_ratio=0.3")
     assert budget_effect(wide) == {"threshold_tokens": 100_000, "summary_ratio": 0.3, "summary_min_tokens": 2_000,
-                                   "summary_cap_tokens": 10_000}
+                                   "summary_cap_tokens": 12_000}
 
 
 def test_a_flat_sweep_is_named_once_with_its_settings_and_effective_values():
@@ -432,9 +432,9 @@ def test_a_flat_sweep_is_named_once_with_its_settings_and_effective_values():
     assert "'t0.5', 't0.6', 't0.7', 'ratio'" in message
     assert "compression.threshold (t0.5: 0.5, t0.6: 0.6, t0.7: 0.7, ratio: 0.5)" in message
     assert "compression.summary_ratio (t0.5: 0.2, t0.6: 0.2, t0.7: 0.2, ratio: 0.4)" in message
-    assert "window of 8,000 tokens" in message and "threshold_tokens=6,800, summary_tokens=2,000" in message
+    assert "window of 8,000 tokens" in message and "threshold_tokens=6,400, summary_tokens=2,000" in message
     assert "min_threshold_tokens floor of 64,000 reaches the window" in message
-    assert "summary_min_tokens 2,000 is not below the summary cap of 400" in message
+    assert "summary_min_tokens 2,000 is not below the summary cap of 800" in message
 
 
 @pytest.mark.parametrize("configs", [
@@ -451,7 +451,8 @@ def test_configs_that_differ_in_effect_raise_no_warning(configs):
 
 
 def test_two_presets_under_the_same_floors_are_told_apart_by_their_other_settings():
-    named = {name: load_config(f"{name},model.context_length=8000") for name in ("seed", "hermes-0.19")}
+    named = {name: load_config(f"{name},model.context_length=8000,compression.min_trigger_ratio=0.8")
+             for name in ("seed", "hermes-0.19")}
     assert budget_effect(named["seed"]) == budget_effect(named["hermes-0.19"])
     assert equivalent_configs(named) == []
     hermes = {f"h{t}": load_config(f"hermes-0.19,model.context_length=8000,compression.threshold={t}")

@@ -73,9 +73,7 @@ CASES = [
 @pytest.mark.parametrize("release, condenser, params, preset, overrides", CASES,
                          ids=[f"{c[1]}-{c[3]}-{i}" for i, c in enumerate(CASES)])
 def test_identical_decisions(sessions, release, condenser, params, preset, overrides):
-    # Amortized forgetting may cut a call from its result; OpenHands then goes on counting the orphaned
-    # half, which only its conversation memory hides, while hermeslab drops it (see the next test).
-    batch = sessions + ([] if condenser == "amortized_forgetting" else [parallel_session()])
+    batch = sessions + [parallel_session()]
     with _reference(release) as reference:
         theirs = reference.replay(batch, condenser, params)
     tally = Tally()
@@ -86,13 +84,33 @@ def test_identical_decisions(sessions, release, condenser, params, preset, overr
     assert tally.condensations_reference + tally.masked_reference > 0  # the case exercised the rule
 
 
-def test_amortized_forgetting_first_cut_is_identical_even_across_a_pair():
-    session = parallel_session()
+def unpaired_session() -> dict:
+    """A first cut that keeps a result without its call, and a second cut only that result's count reaches."""
+    def reply(n: int) -> dict:
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": f"c{n}", "type": "function", "function": {"name": "run", "arguments": "{}"}}]}
+
+    def result(n: int) -> dict:
+        return {"role": "tool", "tool_call_id": f"c{n}", "content": f"out {n}"}
+
+    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"}, reply(1), result(1),
+                reply(2), result(2), {"role": "user", "content": "and then?"}, reply(3), result(3), reply(4),
+                result(4), {"role": "assistant", "content": "done"}]
+    return {"id": "unpaired", "messages": messages}
+
+
+@pytest.mark.parametrize("params", [{"max_size": 6, "keep_first": 1}, {"max_size": 8, "keep_first": 2},
+                                    {"max_size": 20, "keep_first": 1}])
+def test_amortized_forgetting_counts_what_a_cut_left_unpaired(params):
+    # openhands/memory/view.py lines 48-59 keep the unpaired half in the view that line 58 of
+    # amortized_forgetting_condenser.py counts; conversation_memory.py lines 751-800 only leave it unsent.
+    batch = [unpaired_session(), parallel_session()]
     with _reference(LEGACY) as reference:
-        theirs = reference.replay([session], "amortized_forgetting", {"max_size": 20, "keep_first": 1})[0]
-    ours = replay(session["messages"], preset_config(AMORTIZED, {"compression.trigger_events": 20}))
-    first = next(i for i, step in enumerate(theirs) if step["condensations"])
-    assert theirs[:first + 1] == ours[:first + 1]
+        theirs = reference.replay(batch, "amortized_forgetting", params)
+    config = preset_config(AMORTIZED, {"compression.trigger_events": params["max_size"],
+                                       "compression.keep_first_events": params["keep_first"]})
+    for session, reference_steps in zip(batch, theirs):
+        assert replay(session["messages"], config) == reference_steps
 
 
 def test_a_bad_request_is_answered_and_the_worker_goes_on(sessions):

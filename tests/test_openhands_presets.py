@@ -18,6 +18,7 @@ from hermeslab.context.driver import ContextDriver
 from hermeslab.context.openhands_condensers import (
     MASK,
     amortized_forgetting,
+    forget_holding,
     masked_positions,
     summarizing_forgetting,
     view_of,
@@ -25,13 +26,14 @@ from hermeslab.context.openhands_condensers import (
 from hermeslab.context.openhands_view import (
     ACTION,
     OBSERVATION,
+    RESENT,
     event_count,
     events_of,
     manipulation_indices,
 )
 from hermeslab.context.types import SummaryOutcome
 from hermeslab.core.config import Config, ConfigError
-from hermeslab.core.messages import validate_messages
+from hermeslab.core.messages import validate_messages, wire_messages
 from hermeslab.core.openhands_presets import AMORTIZED, MASKING, SUMMARIZING
 from hermeslab.core.presets import PRESETS, apply_preset, validate_compression_config
 from hermeslab.reference.openhands.steps import preset_config, replay
@@ -118,6 +120,87 @@ def test_amortized_keeps_first_and_half_of_max_size():
     assert amortized_forgetting(view, max_size=21, keep_first=1) is None
     forgetting = amortized_forgetting(view, max_size=20, keep_first=1)
     assert (forgetting.start, forgetting.end) == (1, 21 - (10 - 1))
+
+
+def tool(call_id: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": f"output {call_id}"}
+
+
+def test_amortized_keeps_counting_the_half_of_a_pair_a_cut_left():
+    # 0.62 openhands/memory/view.py lines 48-59: the view is every event no condensation forgot, with no
+    # check of calls against results, and amortized_forgetting_condenser.py line 58 counts that view;
+    # only the prompt (conversation_memory.py lines 751-800) leaves an unpaired call or result out.
+    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "task"},
+                {"role": "assistant", "content": None, "tool_calls": [call("c1")]}, tool("c1"),
+                {"role": "assistant", "content": None, "tool_calls": [call("c2")]}, tool("c2"),
+                {"role": "user", "content": "and then?"},
+                {"role": "assistant", "content": None, "tool_calls": [call("c3")]}, tool("c3"),
+                {"role": "assistant", "content": None, "tool_calls": [call("c4")]}, tool("c4"),
+                {"role": "assistant", "content": "done"}]
+    steps = replay(messages, preset_config(AMORTIZED, {"compression.trigger_events": 6}))
+    cuts = {step["at"]: step["condensations"][0]["forgotten"] for step in steps if step["condensations"]}
+    # 7 events > 6: keep the first and the newest 6 // 2 - 1 = 2 (c2's result and the user's message).
+    assert cuts[7] == ["m1", "m2.0", "m3", "m4.0"]
+    # c2's result, its call gone, is not sent but still counted: 3 + 4 new events = 7 > 6 cuts again.
+    assert cuts == {7: ["m1", "m2.0", "m3", "m4.0"], 11: ["m5", "m6", "m7.0", "m8"]}
+    assert steps[-1]["view"] == ["m0", "m9.0", "m10"]
+
+
+def test_amortized_trims_a_reply_cut_through_and_holds_what_it_cannot_send():
+    messages = session(3, parallel=3)[:-1]  # 2 + 3 * 6 = 20 events
+    view = events_of(messages)
+    forgetting = amortized_forgetting(view, max_size=12, keep_first=1)  # keeps the first and the newest 5
+    out = forget_holding(messages, view, forgetting)
+    validate_messages(out)
+    reply = out[1]
+    assert [c["id"] for c in reply["tool_calls"]] == ["c2_1", "c2_2"] and reply["content"] == "step 2"
+    held = events_of(out)[3]  # the first result, its call forgotten, in its place among the results
+    assert held.held and (held.kind, held.call_id) == (OBSERVATION, "c2_0")
+    assert [m.get("tool_call_id") for m in out[2:]] == ["c2_1", "c2_2"]
+    assert event_count(out) == len(events_of(out)) == 1 + 5
+    assert all(not key.startswith("_") for key in wire_messages(out)[1])
+
+
+def test_amortized_sends_a_forgotten_system_prompt_without_counting_it():
+    # 0.62 conversation_memory.py lines 805-826: a prompt whose view has no system prompt gets one first.
+    messages = session(3)[:-1]  # 8 events
+    view = events_of(messages)
+    forgetting = amortized_forgetting(view, max_size=6, keep_first=0)  # keeps the newest 3
+    assert (forgetting.start, forgetting.end) == (0, 5)
+    out = forget_holding(messages, view, forgetting)
+    assert out[0]["content"] == messages[0]["content"] and out[0][RESENT]
+    assert [m["role"] for m in out] == ["system", "assistant", "tool"]
+    held = events_of(out)[0]  # c1_0's result, its call forgotten, rides on the reply after it
+    assert held.held and held.call_id == "c1_0" and held.message == 1
+    assert event_count(out) == 3
+    assert wire_messages(out)[0] == messages[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rounds=st.integers(1, 14), parallel=st.integers(1, 3), max_size=st.integers(4, 30),
+       keep_first=st.integers(0, 3))
+def test_amortized_output_sends_only_whole_pairs_and_counts_every_kept_event(rounds, parallel, max_size,
+                                                                            keep_first):
+    if keep_first >= max_size // 2:
+        return
+    messages = session(rounds, parallel=parallel)[:-1]
+    config = preset_config(AMORTIZED, {"compression.trigger_events": max_size,
+                                       "compression.keep_first_events": keep_first})
+    driver = ContextDriver(Compactor(config, Fixed()), context_length=config.model.context_length)
+    history: list[dict] = []
+    for message in messages:
+        view = events_of(history)
+        compaction = driver.before_call(history, None) if message.get("role") == "assistant" else None
+        if compaction is not None and compaction.changed:
+            record = compaction.result.record
+            history = compaction.messages
+            assert event_count(history) == len(view) - (record["forget_end"] - record["forget_start"])
+            assert history[0]["role"] == "system"  # counted or, once forgotten, sent uncounted
+            calls = {c["id"] for m in history for c in m.get("tool_calls") or []}
+            results = {m["tool_call_id"] for m in history if m.get("role") == "tool"}
+            assert calls == results
+            validate_messages(history)
+        history = history + [message]
 
 
 def test_masking_hides_observations_older_than_the_window():

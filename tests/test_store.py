@@ -42,6 +42,7 @@ from hermeslab.store import (
     ensure_schema,
     schema_version,
 )
+from hermeslab.store.journal import pending_dir
 from hermeslab.store.rows import REDACTION_FAILED
 
 TABLES = {"sessions", "messages", "turns", "api_calls", "tool_calls", "compressions", "recoveries", "errors", "events"}
@@ -524,18 +525,49 @@ def test_an_automatic_flush_stops_at_the_end_of_the_turn(lab_path):
 
 def test_handle_never_waits_for_the_database(lab_path):
     chat = Conversation()
-    writer = StoreWriter(lab_path, lock_timeout=60, durable_turns=False)
+    writer = StoreWriter(lab_path, lock_timeout=60)
     hold = duckdb.connect(str(lab_path))  # the file is busy for as long as we hold it
     events = [chat.start(), *chat.turn(1), *chat.turn(2)]
     publisher = threading.Thread(target=lambda: [writer.handle(event) for event in events])
     publisher.start()
     publisher.join(timeout=10)
     assert not publisher.is_alive()  # every handle() returned while the file stayed locked
+    [pending] = pending_dir(lab_path).glob("*.jsonl")
+    assert pending.read_text().count("turn_finished") == 2  # both turns are safe from a kill
     hold.close()
     writer.flush()
     lab = Lab(lab_path)
     assert len(lab.turns("s1")) == 2 and len(lab.messages("s1")) == 8
     writer.close()
+    assert not pending_dir(lab_path).exists()  # everything committed: the pending file and its folder are gone
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_with_durable_turns_a_turn_ends_only_once_its_rows_are_in_the_pending_file(lab_path, durable):
+    chat = Conversation()
+    gate = threading.Event()
+
+    def redact(text: str) -> str:
+        if text == "slow":
+            gate.wait(30)  # building turn 1's rows takes until the gate opens
+        return text
+
+    writer = StoreWriter(lab_path, redact=redact, lock_timeout=60, durable_turns=durable)
+    writer.handle(chat.start())
+    writer.flush()
+    publisher = threading.Thread(target=lambda: [writer.handle(event) for event in chat.turn(1, final="slow")])
+    publisher.start()
+    publisher.join(timeout=0.5)
+    assert publisher.is_alive() is durable  # durable: the turn's end waits for its rows, built on this thread
+    gate.set()
+    publisher.join(timeout=30)
+    assert not publisher.is_alive()
+    if durable:  # the turn is safe from a kill: in the pending file, or (emptied after its commit) in the lab
+        [pending] = pending_dir(lab_path).glob("*.jsonl")
+        assert "turn_finished" in pending.read_text() or len(Lab(lab_path).turns("s1")) == 1
+    assert pending_dir(lab_path).is_dir() is durable  # without durable turns no pending file is written
+    writer.close()
+    assert len(Lab(lab_path).turns("s1")) == 1 and not pending_dir(lab_path).exists()
 
 
 def test_with_no_commit_lag_allowed_a_new_turn_waits_until_the_previous_turn_is_committed(lab_path):
@@ -592,9 +624,10 @@ def test_the_writer_reports_each_commit_and_how_long_each_turn_waited_for_it(lab
         for event in [chat.start(), *chat.turn(1), *chat.turn(2), *chat.turn(3)]:
             writer.handle(event)
         writer.flush()
-        commits, lags = writer.commit_latencies_ms, writer.commit_lags_ms
+        commits, lags, pending = writer.commit_latencies_ms, writer.commit_lags_ms, writer.pending_lags_ms
     assert 1 <= len(commits) <= 4 and all(ms > 0 for ms in commits)  # back-to-back turns may share a commit
     assert len(lags) == 4 and all(ms > 0 for ms in lags)  # the session's start and three turn ends
+    assert len(pending) == 4 and all(0 < safe <= committed for safe, committed in zip(pending, lags))
 
 
 def test_a_failed_flush_keeps_the_rows_for_the_next_one(lab_path):
@@ -623,10 +656,12 @@ def test_close_says_so_when_rows_could_not_be_written(lab_path):
     for event in [chat.start(), *chat.turn(1)]:
         writer.handle(event)
     try:
-        with pytest.raises(StoreWriteError, match=r"\d+ rows could not be written to .*lab.duckdb"):
+        with pytest.raises(StoreWriteError, match=r"\d+ rows could not be written to .*lab.duckdb; they stay in"):
             writer.close()
     finally:
         hold.close()
+    StoreWriter(lab_path).close()  # the next writer commits what the last one could not
+    assert len(Lab(lab_path).turns("s1")) == 1
 
 
 def test_the_writer_creates_the_default_folder(tmp_path, monkeypatch):

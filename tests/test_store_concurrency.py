@@ -1,4 +1,8 @@
-"""Several processes on one lab file: concurrent writers and readers, and writers killed mid-turn."""
+"""Several processes on one lab file: concurrent writers and readers, and writers killed mid-turn.
+
+A killed writer loses at most its turn in flight: every turn it finished is in
+the lab or in its pending file, which the next writer on the lab commits.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from hermeslab.core.events import SessionStarted
@@ -22,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 # A writer process. Usage: <lab path> <session id> <turns> <mode>
 #   complete  - write every turn (flushing each), close, print DONE
 #   back-to-back - write every turn without flushing, close, print DONE
-#   die-back-to-back - write every turn without flushing, wait out the commit lag, write half of one
-#             more, print READY and wait to be killed
+#   die-back-to-back - write every turn without flushing, write half of one more at once, print READY
+#             and wait to be killed
 #   die       - write every turn, then half of one more, print READY and wait to be killed
 #   exit      - write every turn, then half of one more, and end the script without close()
 #   die-in-transaction - write every turn, then flush one more but stop inside its transaction
@@ -74,13 +79,7 @@ if mode in ("complete", "back-to-back"):
 elif mode == "exit":
     for event in list(turn_events(turns + 1))[:4]:
         writer.handle(event)
-elif mode == "die-back-to-back":
-    time.sleep(writer.max_commit_lag + 0.05)
-    for event in list(turn_events(turns + 1))[:4]:
-        writer.handle(event)
-    print("READY", flush=True)
-    time.sleep(600)
-elif mode == "die":
+elif mode in ("die", "die-back-to-back"):
     for event in list(turn_events(turns + 1))[:4]:
         writer.handle(event)
     print("READY", flush=True)
@@ -165,26 +164,47 @@ def test_two_writer_processes_and_a_polling_reader_lose_nothing(tmp_path, mode):
 
 
 def killed_writer(path, turns: int, mode: str) -> Lab:
-    """A writer process that reports READY after ``turns`` committed turns, killed there; the lab it left."""
+    """A writer process that reports READY half-way through turn ``turns + 1``, killed there; the lab it
+    left once the next writer has taken over its pending rows."""
     process = start_writer(path, "victim", turns, mode)
     try:
         assert process.stdout.readline().strip() == "READY", process.stderr.read()
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
+    StoreWriter(path).close()  # the next writer on the lab commits what the killed one left pending
     lab = Lab(path)
     assert counts(lab, "victim") == expected(turns)
     assert lab.sql("SELECT count(*) AS n FROM events WHERE turn > $t", {"t": turns})["n"].tolist() == [0]
+    assert list((path.parent / (path.name + ".pending")).glob("*.jsonl")) == []
     return lab
 
 
-def test_a_writer_killed_mid_turn_leaves_exactly_its_committed_turns(tmp_path):
+def test_a_writer_killed_mid_turn_leaves_exactly_its_finished_turns(tmp_path):
     lab = killed_writer(tmp_path / "lab.duckdb", 5, "die")
-    assert list(lab.turn_usage("victim")["turn"]) == [1, 2, 3, 4, 5]
+    assert list(lab.turns("victim")["turn"]) == [1, 2, 3, 4, 5]
 
 
-def test_a_writer_killed_after_back_to_back_turns_keeps_every_turn_older_than_the_commit_lag(tmp_path):
+def test_a_writer_killed_right_after_back_to_back_turns_keeps_every_finished_turn(tmp_path):
     killed_writer(tmp_path / "lab.duckdb", 30, "die-back-to-back")
+
+
+def test_a_writer_killed_while_the_lab_is_locked_loses_only_the_turn_in_flight(tmp_path):
+    """No commit can happen before the kill: the finished turns survive in the pending file alone."""
+    path = tmp_path / "lab.duckdb"
+    hold = duckdb.connect(str(path))  # another process's long transaction, as far as the writer can tell
+    try:
+        process = start_writer(path, "victim", 12, "die-back-to-back")
+        try:
+            assert process.stdout.readline().strip() == "READY", process.stderr.read()
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+    finally:
+        hold.close()
+    assert not Lab(path).sessions()["id"].isin(["victim"]).any()  # nothing of it reached the lab
+    StoreWriter(path).close()
+    assert counts(Lab(path), "victim") == expected(12)
 
 
 def test_a_script_that_never_closes_its_writer_still_writes_everything(tmp_path):
@@ -208,6 +228,8 @@ def test_a_writer_killed_inside_a_transaction_leaves_none_of_it(tmp_path):
     lab = Lab(path)
     assert counts(lab, "victim") == expected(turns)
     assert lab.sql("SELECT count(*) AS n FROM messages WHERE turn > $t", {"t": turns})["n"].tolist() == [0]
+    StoreWriter(path).close()  # the interrupted transaction's turn was finished: it is in the pending file
+    assert counts(lab, "victim") == expected(turns + 1, padding=2000)
 
 
 def test_a_reader_thread_and_the_writer_share_a_process(tmp_path):

@@ -6,6 +6,11 @@ Every test names the source line it pins (commit and path as in docs/presets.md)
 * Gemini CLI — google-gemini/gemini-cli @ 5411f113
 * opencode — anomalyco/opencode @ fd78ec63
 * Roo Code — RooCodeInc/Roo-Code @ cb836567
+
+Two presets follow Anthropic's documentation instead of source (pages as published on 2026-08-22):
+
+* Claude Code — code.claude.com/docs/en/model-config, context-window, costs
+* Tool-result clearing — platform.claude.com/docs/en/build-with-claude/context-editing
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from hermeslab.context.policy import CompressionPolicy
 from hermeslab.context.pipeline import CompressionState
 from hermeslab.context.types import SummaryOutcome, is_summary_message
 from hermeslab.context.zoo import ZOO_STRATEGIES
+from hermeslab.context.zoo_claude import CLEARED as CLAUDE_CLEARED, KEEP_TOOL_USES
 from hermeslab.context.zoo_codex import OPENING, USER_MESSAGE_BUDGET, approx_tokens, select_user_messages
 from hermeslab.context.zoo_common import ZooInput
 from hermeslab.context.zoo_gemini import ACK, FAILED_FLAG, TOOL_OUTPUT_BUDGET, estimate_text, split_point
@@ -32,12 +38,12 @@ from hermeslab.context.zoo_roo import condense_refusal, hide_older_half
 from hermeslab.core.config import ConfigError, load_config
 from hermeslab.core.messages import validate_messages
 from hermeslab.core.presets import PRESETS
-from hermeslab.core.zoo_presets import CODEX, GEMINI, OPENCODE, ROO, STRATEGIES
+from hermeslab.core.zoo_presets import CLAUDE_CODE, CLEAR_TOOL_USES, CODEX, GEMINI, OPENCODE, ROO, STRATEGIES
 from hermeslab.eval.replay_compression import FixedSummariser
 
 from test_context_conversations import conversations
 
-ZOO = (CODEX, GEMINI, OPENCODE, ROO)
+ZOO = (CODEX, GEMINI, OPENCODE, ROO, CLAUDE_CODE, CLEAR_TOOL_USES)
 PROJECT_RECORDINGS = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
 
 
@@ -317,6 +323,104 @@ def test_roo_falls_back_to_hiding_the_older_half_when_condensing_fails():
     assert result.record["outcome"] == "truncated" and result.messages[1:] == kept
     wide = ZOO_STRATEGIES["roo_condense"](messages, _zoo(ROO, summariser=Failing()), {})
     assert wide.messages == messages and wide.aborted  # under the room: nothing is hidden
+
+
+# ---------------------------------------------------------------- Claude Code (documentation, not source)
+
+
+class Recorder:
+    """A summariser that keeps every span it was asked to summarise."""
+
+    def __init__(self):
+        self.spans: list[list[dict]] = []
+
+    def summarise(self, request):
+        self.spans.append(list(request.span))
+        return SummaryOutcome(body="THE SUMMARY")
+
+
+def test_claude_code_compacts_when_the_conversation_reaches_the_window():
+    """model-config "Default auto-compact thresholds": with no auto-compact window set, Claude Code compacts when
+    the conversation reaches the model's context limit; "Set the auto-compact window": a window set lower is how
+    full the context gets first (here ``compression.threshold`` of the window)."""
+    _fires_exactly_at(CLAUDE_CODE, 200_000, None, 200_000)
+    _fires_exactly_at(CLAUDE_CODE, 200_000, 32_000, 200_000)  # the output cap plays no part
+    assert _threshold(CLAUDE_CODE, 1_000_000, None, **{"compression.threshold": 0.5}) == 500_000
+
+
+def test_claude_code_replaces_everything_after_the_system_prompt_with_one_summary():
+    """context-window "What survives compaction": the system prompt is unchanged, not part of the history, and the
+    conversation is replaced by a structured summary of all of it; the tool outputs reach the summary whole, since
+    the clearing how-claude-code-works "When context fills up" mentions has no published rule and is left out."""
+    messages = _conversation()
+    recorder = Recorder()
+    result = ZOO_STRATEGIES["claude_code_summary"](messages, _zoo(CLAUDE_CODE, summariser=recorder), {})
+    assert result.messages[0] == messages[0] and len(result.messages) == 2
+    summary = result.messages[1]
+    assert summary["role"] == "user" and is_summary_message(summary) and summary["content"] == "THE SUMMARY"
+    assert recorder.spans == [messages[1:]] and result.condensed == len(messages) - 1
+
+
+def test_claude_code_has_nothing_to_compact_without_history():
+    """costs "Reduce token usage": in a fresh session /compact prints "Not enough messages to compact."."""
+    system = [{"role": "system", "content": "You are a coding agent."}]
+    result = ZOO_STRATEGIES["claude_code_summary"](system, _zoo(CLAUDE_CODE), {})
+    assert result.messages == system and result.condensed == 0 and not result.aborted
+    assert result.record["outcome"] == "nothing_to_summarise"
+
+
+def test_claude_code_without_a_summary_keeps_the_conversation():
+    """Not documented: what Claude Code does when the summary fails. hermeslab's assumption: nothing changes."""
+    messages = _conversation()
+    result = ZOO_STRATEGIES["claude_code_summary"](messages, _zoo(CLAUDE_CODE, summariser=Failing()), {})
+    assert result.messages == messages and result.aborted and result.summary_error == "no model"
+
+
+# ---------------------------------------------------------------- Anthropic API tool-result clearing (documentation)
+
+
+def _tool_session(uses: int) -> list[dict]:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "inspect the repository"}]
+    for n in range(uses):
+        messages += [_call(f"t{n}", "grep" if n % 2 else "read_file"), _tool(f"t{n}", f"output {n} " * (n + 20))]
+    return messages + [{"role": "assistant", "content": "Done."}]
+
+
+def test_clear_tool_uses_fires_once_the_prompt_exceeds_100000_input_tokens():
+    """context-editing "Configuration options for tool result clearing": ``trigger`` defaults to 100,000 input
+    tokens, and clearing begins once the prompt exceeds it, whatever the window."""
+    _fires_exactly_at(CLEAR_TOOL_USES, 200_000, None, 100_001)
+    _fires_exactly_at(CLEAR_TOOL_USES, 1_000_000, 8_192, 100_001)
+    assert _threshold(CLEAR_TOOL_USES, 200_000, None, **{"compression.min_threshold_tokens": 30_000}) == 30_001
+
+
+def test_clear_tool_uses_keeps_the_newest_three_results_and_every_call():
+    """context-editing "Tool result clearing" (oldest results first, each replaced by a placeholder; only results
+    unless ``clear_tool_inputs``) and "Configuration options": ``keep`` 3 tool uses, ``exclude_tools`` none,
+    ``clear_tool_inputs`` false."""
+    assert KEEP_TOOL_USES == 3
+    messages = _tool_session(5)
+    result = ZOO_STRATEGIES["anthropic_clear_tool_uses"](messages, _zoo(CLEAR_TOOL_USES), {})
+    out = result.messages
+    results = [i for i, m in enumerate(messages) if m["role"] == "tool"]
+    assert [out[i]["content"] for i in results[:2]] == [CLAUDE_CLEARED, CLAUDE_CLEARED]
+    assert [out[i] for i in results[2:]] == [messages[i] for i in results[2:]]
+    assert [m for i, m in enumerate(out) if i not in results[:2]] == [
+        m for i, m in enumerate(messages) if i not in results[:2]]  # calls, texts and the system prompt stay
+    assert all(out[i]["tool_call_id"] == messages[i]["tool_call_id"] for i in results)
+    assert result.condensed == 2 and result.summary_text is None and result.record["cleared_results"] == results[:2]
+
+
+def test_clear_tool_uses_frees_any_amount_and_stops_when_only_the_newest_are_left():
+    """context-editing "Configuration options": ``clear_at_least`` defaults to none, so a result of a few tokens is
+    cleared too (here some 60 tokens); once only the newest three hold output, an edit changes nothing."""
+    messages = _tool_session(4)
+    first = ZOO_STRATEGIES["anthropic_clear_tool_uses"](messages, _zoo(CLEAR_TOOL_USES), {})
+    assert first.condensed == 1 and first.effective
+    again = ZOO_STRATEGIES["anthropic_clear_tool_uses"](first.messages, _zoo(CLEAR_TOOL_USES), {})
+    assert again.messages == first.messages and again.condensed == 0
+    few = _tool_session(3)
+    assert ZOO_STRATEGIES["anthropic_clear_tool_uses"](few, _zoo(CLEAR_TOOL_USES), {}).messages == few
 
 
 # ---------------------------------------------------------------- every strategy on any conversation

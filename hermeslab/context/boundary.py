@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 from hermeslab.core.config import CompressionConfig
 
 from .assemble import choose_summary_role
-from .budget import Budgets
+from .budget import SUMMARY_FLOOR_TOKENS, Budgets
 from .turns import align_backward, align_forward, last_assistant_reply_index, last_real_user_index, turn_end
 
 #: Conversations with no more than this many messages beyond the head are left alone.
@@ -126,9 +126,11 @@ def _tail_by_tokens(messages: Sequence[dict], head_end: int, budgets: Budgets, c
     else:
         min_tail = min_tail_messages(total, head_end, cfg)
     cut = _walk_back(after, head_end, budgets.soft_tail_tokens, min_tail)
-    if cut <= head_end:
+    # Under the soft budget's overshoot the span can shrink to a few messages, less than any summary costs.
+    tiny_span = cfg.fit_tail_to_budget and after[head_end] - after[max(cut, head_end)] < SUMMARY_FLOOR_TOKENS
+    if cut <= head_end or tiny_span:
         # Everything fits the soft budget: keep just over the plain budget so something is left to summarise.
-        reasons.append("whole_fits_soft_budget")
+        reasons.append("whole_fits_soft_budget" if cut <= head_end else "span_under_summary_floor")
         cut = _fill_budget(after, head_end, budgets.tail_token_budget)
     if cut > total - min_tail:
         reasons.append("min_tail")

@@ -53,7 +53,9 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     The threshold has a floor (``min_threshold_tokens``) so that mid-sized windows
     do not compress early; when that floor would reach the whole window, the
     trigger falls back to ``min_trigger_ratio`` of it, always leaving at least
-    one token of headroom. An output cap that would leave no room is ignored.
+    one token of headroom; ``max_trigger_ratio`` caps it for every window, so
+    the floor cannot fire at 98% of a window just above it. An output cap that
+    would leave no room is ignored.
 
     The tail is ``target_ratio`` of the threshold, or, with ``tail_after_fixed_cost``,
     of what the threshold leaves once ``fixed_tokens`` (system prompt and tool
@@ -73,6 +75,8 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     threshold = max(int(effective * percent), cfg.min_threshold_tokens)
     if threshold >= effective:
         threshold = max(1, min(int(effective * cfg.min_trigger_ratio), effective - 1))
+    if cfg.max_trigger_ratio is not None:
+        threshold = max(1, min(threshold, int(effective * cfg.max_trigger_ratio)))
     zoo = zoo_threshold_tokens(cfg, context_length, max_tokens)  # a zoo strategy brings its agent's trigger
     threshold = threshold if zoo is None else zoo
     ratio = min(max(cfg.target_ratio, _TARGET_RATIO_RANGE[0]), _TARGET_RATIO_RANGE[1])

@@ -13,7 +13,10 @@ and line for every number):
 * ``amortized`` — OpenHands 0.62's ``AmortizedForgettingCondenser``: the same
   trigger, forgetting all but the first ``keep_first`` and the newest
   ``max_size // 2 - keep_first`` events, with no summary and no regard for
-  pairs (hermeslab then drops the calls or results left without a partner).
+  pairs. Its view is every event not forgotten, checked for nothing, so a call
+  or result whose partner went stays in it and is counted; only the prompt
+  leaves it out. hermeslab holds such an event (``openhands_view.HELD_BEFORE``)
+  instead of sending it, and trims a reply to the calls it still has.
 * ``masking`` — OpenHands 0.62's ``ObservationMaskingCondenser``: every tool
   result older than the newest ``attention_window`` events reads ``<MASKED>``.
 
@@ -31,11 +34,16 @@ from hermeslab.core.messages import validate_messages
 from .assemble import sanitize_tool_pairs
 from .baselines import BaselineResult
 from .openhands_view import (
+    ACTION,
+    HELD_AFTER,
+    HELD_BEFORE,
     OBSERVATION,
+    RESENT,
     SYSTEM,
     Event,
     enforce,
     events_of,
+    held_record,
     manipulation_indices,
     next_index,
 )
@@ -108,8 +116,66 @@ def view_of(messages: Sequence[dict]) -> list[Event]:
 # ------------------------------------------------------------------ strategies on messages
 
 
+def forget_holding(messages: list[dict], events: Sequence[Event], forgetting: Forgetting) -> list[dict]:
+    """``messages`` once OpenHands 0.62 forgot ``events[start:end]`` from its log (``events`` as ``events_of``).
+
+    Nothing else leaves the log: a kept call or result whose partner was just
+    forgotten becomes held, still counted but never sent, as do the events
+    held before. A reply keeps the calls it still sends (and its text); a
+    message with nothing left to send goes, its held events moving to a
+    neighbour. A system prompt no longer in the view is sent first all the
+    same, uncounted (``RESENT``). With no message left to carry them (no
+    system prompt and nothing sendable), held events are lost.
+    """
+    gone = {e.call_id for e in events[forgetting.start:forgetting.end] if e.kind in (ACTION, OBSERVATION)}
+    sent_calls: dict[int, set[str]] = {}
+    out_of: dict[int, int] = {}  # message index → its place in ``out``
+    out: list[dict] = []
+    gaps: list[list[dict]] = [[]]  # gaps[k]: the held events just before out[k]; the last, after out[-1]
+    for event in [*events[:forgetting.start], *events[forgetting.end:]]:
+        if event.held or (event.kind in (ACTION, OBSERVATION) and event.call_id in gone):
+            gaps[-1].append(held_record(event))
+            continue
+        if event.kind == ACTION:
+            sent_calls.setdefault(event.message, set()).add(event.call_id)
+        if event.message not in out_of:
+            out_of[event.message] = len(out)
+            out.append(messages[event.message])
+            gaps.append([])
+    out = [_sendable(message, sent_calls.get(index)) for index, message in zip(out_of, out)]
+    if messages and messages[0].get("role") in ("system", "developer") and 0 not in out_of:
+        # openhands/memory/conversation_memory.py lines 805-826: a prompt starts with the system prompt.
+        out, gaps = [{**_sendable(messages[0], None), RESENT: True}, *out], [[], *gaps]
+    return _place_held(out, gaps)
+
+
+def _sendable(message: dict, calls: set[str] | None) -> dict:
+    """``message`` without the events it held, its tool calls cut to ``calls`` (when it makes any)."""
+    trimmed = calls is not None and len(calls) != len(message["tool_calls"])
+    if not trimmed and HELD_BEFORE not in message and HELD_AFTER not in message:
+        return message
+    out = {key: value for key, value in message.items() if key not in (HELD_BEFORE, HELD_AFTER)}
+    if trimmed:
+        out["tool_calls"] = [call for call in message["tool_calls"] if call["id"] in calls]
+    return out
+
+
+def _place_held(out: list[dict], gaps: list[list[dict]]) -> list[dict]:
+    """Each gap's held events onto the message after it or, when that is a user message or there is
+    none, onto the one before it (a user message with private keys is not joined on the wire with
+    the user message before it, so it is the last choice)."""
+    for k, records in enumerate(gaps):
+        if not records:
+            continue
+        if k > 0 and (k == len(out) or out[k].get("role") == "user"):
+            out[k - 1] = {**out[k - 1], HELD_AFTER: records}
+        elif k < len(out):
+            out[k] = {**out[k], HELD_BEFORE: records}
+    return out
+
+
 def forget_messages(messages: list[dict], view: Sequence[Event], forgetting: Forgetting,
-                    summary: str | None) -> tuple[list[dict], list[int]]:
+                    summary: str) -> tuple[list[dict], list[int]]:
     """``messages`` without the forgotten events' messages (and those the view already left out),
     the summary as a user message at the range's start; with the forgotten message indices."""
     forgotten = sorted({event.message for event in view[forgetting.start:forgetting.end]})
@@ -117,8 +183,7 @@ def forget_messages(messages: list[dict], view: Sequence[Event], forgetting: For
     keep = [index for index in dict.fromkeys(event.message for event in view) if index not in gone]
     anchor = view[forgetting.start].message
     out = [messages[i] for i in keep if i < anchor]
-    if summary is not None:
-        out.append({"role": "user", "content": summary, "_compressed_summary": True})
+    out.append({"role": "user", "content": summary, "_compressed_summary": True})
     out += [messages[i] for i in keep if i > anchor]
     return out, forgotten
 
@@ -129,7 +194,9 @@ def openhands_strategy(messages: list[dict], *, rule: str, max_size: int, keep_f
                        min_saving: float) -> BaselineResult:
     """Apply OpenHands rule ``rule`` (``summarizing``, ``amortized`` or ``masking``) to ``messages``."""
     validate_messages(messages)
-    view = view_of(messages)
+    # OpenHands 0.62 makes its view from the log and checks nothing (openhands/memory/view.py lines 48-93);
+    # the SDK's view also drops what its properties forbid.
+    view = events_of(messages) if rule == "amortized" else view_of(messages)
     before = sum(map(estimate, messages))
     record: dict = {"strategy": f"openhands_{rule}", "events": len(view)}
     if rule == "masking":
@@ -139,24 +206,29 @@ def openhands_strategy(messages: list[dict], *, rule: str, max_size: int, keep_f
                for i, m in enumerate(messages)]
         changed = sum(1 for i in targets if messages[i].get("content") != MASK)
         record["masked_indices"] = sorted(targets)
-    else:
-        if rule == "summarizing":
-            forgetting = summarizing_forgetting(view, max_size=max_size, keep_first=keep_first,
-                                                minimum_progress=minimum_progress, requested=requested)
-        elif rule == "amortized":
-            forgetting = amortized_forgetting(view, max_size=max_size, keep_first=keep_first, requested=requested)
-        else:
-            raise ValueError(f"unknown OpenHands rule {rule!r}; expected summarizing, amortized or masking")
+    elif rule == "amortized":
+        forgetting = amortized_forgetting(view, max_size=max_size, keep_first=keep_first, requested=requested)
+        out = list(messages) if forgetting is None else forget_holding(messages, view, forgetting)
+        if forgetting is not None:
+            record.update(forget_start=forgetting.start, forget_end=forgetting.end)
+        verbatim = {id(message) for message in out}
+        rewritten = [index for index, message in enumerate(messages) if id(message) not in verbatim]
+        changed = len(rewritten)
+        record["rewritten_indices"] = rewritten
+    elif rule == "summarizing":
+        forgetting = summarizing_forgetting(view, max_size=max_size, keep_first=keep_first,
+                                            minimum_progress=minimum_progress, requested=requested)
         if forgetting is None:
             out, forgotten = list(messages), []
         else:
             span = sorted({e.message for e in view[forgetting.start:forgetting.end]})
-            summary = summarise([messages[i] for i in span]) if rule == "summarizing" else None
-            out, forgotten = forget_messages(messages, view, forgetting, summary)
+            out, forgotten = forget_messages(messages, view, forgetting, summarise([messages[i] for i in span]))
             out, record["tool_pairs"] = sanitize_tool_pairs(out, missing="drop")
             record.update(forget_start=forgetting.start, forget_end=forgetting.end)
         changed = len(forgotten)
         record["forgotten_indices"] = forgotten
+    else:
+        raise ValueError(f"unknown OpenHands rule {rule!r}; expected summarizing, amortized or masking")
     after = sum(map(estimate, out))
     record.update(tokens_before=before, tokens_after=after)
     saved = before - after

@@ -14,6 +14,16 @@ action without its observation, a duplicate observation, the rest of a batch
 one of whose actions went), as OpenHands does when it rebuilds a view. The
 agents' thinking-block tool loops are not modelled: chat recordings carry no
 provider thinking blocks, so that rule never removes an index here.
+
+OpenHands 0.62 also keeps events it will not send: once a condensation forgets
+one half of a call/result pair, the other half stays in its event log and in
+its view, counting toward the next trigger and cut, and only its conversation
+memory leaves it out of the prompt. hermeslab cannot send such an event, so a
+message carries it in a private key (``HELD_BEFORE`` or ``HELD_AFTER``, never
+sent) at its place; ``events_of`` reads it back there as a ``held`` event. The
+other way round, once its view has no system prompt left OpenHands 0.62 puts
+one first in the prompt without counting it: such a message is marked
+``RESENT`` and is no event.
 """
 
 from __future__ import annotations
@@ -24,6 +34,10 @@ from typing import Any
 
 #: Event kinds: the system prompt, user or agent text, a tool call, a tool result.
 SYSTEM, USER, AGENT, ACTION, OBSERVATION = "system", "user", "agent", "action", "observation"
+#: Private message keys listing held events (``{"kind", "call_id"}``) just before or after the message's own.
+HELD_BEFORE, HELD_AFTER = "_openhands_held_before", "_openhands_held_after"
+#: Private flag of a message sent but not in OpenHands' view (only its held events count).
+RESENT = "_openhands_resent"
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,8 @@ class Event:
     batch: int | None = None
     #: The tool call an action makes or an observation answers.
     call_id: str | None = None
+    #: Kept in OpenHands' view but left out of the prompt; ``message`` is the message carrying it.
+    held: bool = False
 
 
 def events_of(messages: Sequence[dict[str, Any]]) -> list[Event]:
@@ -44,22 +60,44 @@ def events_of(messages: Sequence[dict[str, Any]]) -> list[Event]:
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise TypeError(f"message {index} is a {type(message).__name__}, not a chat message object")
-        role = message.get("role")
-        calls = message.get("tool_calls") or []
-        if role == "assistant" and calls:
-            for call in calls:
-                events.append(Event(ACTION, index, batch=index, call_id=_call_id(call, index)))
-        elif role == "tool":
-            events.append(Event(OBSERVATION, index, call_id=str(message.get("tool_call_id") or "")))
-        elif role in ("system", "developer"):
-            events.append(Event(SYSTEM if index == 0 else USER, index))
-        elif role == "assistant":
-            events.append(Event(AGENT, index))
-        elif role == "user":
-            events.append(Event(USER, index))
-        else:
-            raise ValueError(f"message {index} has role {role!r}; expected system, user, assistant or tool")
+        events += _held_events(message, HELD_BEFORE, index)
+        events += [] if message.get(RESENT) else _own_events(message, index)
+        events += _held_events(message, HELD_AFTER, index)
     return events
+
+
+def _own_events(message: dict[str, Any], index: int) -> list[Event]:
+    role = message.get("role")
+    calls = message.get("tool_calls") or []
+    if role == "assistant" and calls:
+        return [Event(ACTION, index, batch=index, call_id=_call_id(call, index)) for call in calls]
+    if role == "tool":
+        return [Event(OBSERVATION, index, call_id=str(message.get("tool_call_id") or ""))]
+    if role in ("system", "developer"):
+        return [Event(SYSTEM if index == 0 else USER, index)]
+    if role == "assistant":
+        return [Event(AGENT, index)]
+    if role == "user":
+        return [Event(USER, index)]
+    raise ValueError(f"message {index} has role {role!r}; expected system, user, assistant or tool")
+
+
+def _held_events(message: dict[str, Any], key: str, index: int) -> list[Event]:
+    records = message.get(key) or []
+    if not isinstance(records, list):
+        raise TypeError(f"message {index}: {key} must be a list of held events")
+    events = []
+    for record in records:
+        if not isinstance(record, dict) or record.get("kind") not in (ACTION, OBSERVATION) or not record.get("call_id"):
+            raise ValueError(f"message {index}: {key} holds {record!r}; "
+                             "expected {'kind': 'action' or 'observation', 'call_id': ...}")
+        events.append(Event(record["kind"], index, call_id=str(record["call_id"]), held=True))
+    return events
+
+
+def held_record(event: Event) -> dict[str, str]:
+    """What a message carries for held event ``event``."""
+    return {"kind": event.kind, "call_id": str(event.call_id)}
 
 
 def _call_id(call: Any, index: int) -> str:
@@ -69,8 +107,14 @@ def _call_id(call: Any, index: int) -> str:
 
 
 def event_count(messages: Sequence[dict[str, Any]]) -> int:
-    """How many events ``messages`` are to OpenHands (what its ``max_size`` limits)."""
-    return sum(len(m.get("tool_calls") or []) or 1 if m.get("role") == "assistant" else 1 for m in messages)
+    """How many events ``messages`` are to OpenHands (what its ``max_size`` limits), held ones included."""
+    return sum(_own_count(m) + len(m.get(HELD_BEFORE) or ()) + len(m.get(HELD_AFTER) or ()) for m in messages)
+
+
+def _own_count(message: dict[str, Any]) -> int:
+    if message.get(RESENT):
+        return 0
+    return len(message.get("tool_calls") or []) or 1 if message.get("role") == "assistant" else 1
 
 
 def manipulation_indices(events: Sequence[Event]) -> list[int]:

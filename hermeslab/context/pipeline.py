@@ -198,13 +198,14 @@ def plan_compression(messages: list[dict], *, cfg: CompressionConfig, budgets: B
     Raises MessageValidationError for malformed input, e.g. a tool result that
     answers no earlier call: repair such lists with ``repair_messages`` first.
     """
+    validate_messages(messages)
     return _plan(messages, cfg=cfg, budgets=budgets, state=state, sizes=RememberedSizes(message_estimator(cfg)))
 
 
 def _plan(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, state: CompressionState,
           sizes: RememberedSizes) -> CompressionPlan:
-    """``plan_compression`` measuring with ``sizes``, which the caller goes on using for the summary span."""
-    validate_messages(messages)
+    """``plan_compression`` on validated ``messages``, measuring with ``sizes``, which the caller goes on
+    using for the summary span."""
     summaries = _summary_indices(messages)
     found = summaries[-1] if summaries and cfg.summary_aware_head else None
     # A carried-over summary means a compaction already happened in this conversation.
@@ -335,21 +336,29 @@ def _pinned_anchors(messages: list[dict], plan: CompressionPlan, *, cfg: Compres
 
     Facts are read from the messages as the conversation showed them, not from
     the pruned copies, so a result that pruning cut to one line still gives its
-    ids. Earlier anchors come from the state; a conversation resumed from a log
-    has none there, and they are read back from the summary being folded in.
+    ids, whether it is summarised or stays in the context as that one line.
+    Earlier anchors come from the state; a conversation resumed from a log has
+    none there, and they are read back from the summary being folded in.
     """
     previous, source = list(state.anchors), "state"
     if not previous and plan.summary_index is not None:
         previous, source = parse_anchor_block(split_summary(messages[plan.summary_index])[0]), "summary"
     budget = anchor_budget(max(cfg.summary_min_tokens, budgets.max_summary_tokens))
-    anchors = collect_anchors(_span_of(messages, plan.boundary, plan.summary_index,
-                                       whole=cfg.summarise_whole_span), previous, budget_tokens=budget,
+    span = _span_of(messages, plan.boundary, plan.summary_index, whole=cfg.summarise_whole_span)
+    anchors = collect_anchors(span + _stubbed_originals(messages, plan), previous, budget_tokens=budget,
                               count=rough_tokens if cfg.estimator == "rough" else count_text)
     kept = set(anchors)
     record = {"budget_tokens": budget, "previous": len(previous), "previous_from": source if previous else None,
               "kept": len(anchors), "added": len(kept.difference(previous)),
               "evicted": sum(1 for anchor in previous if anchor not in kept)}
     return anchors, record
+
+
+def _stubbed_originals(messages: list[dict], plan: CompressionPlan) -> list[dict]:
+    """The messages pruning cut that stay beside the summary, as the conversation showed them, oldest first."""
+    start, end = plan.boundary.start, plan.boundary.end
+    cut = sorted({d.index for d in plan.decisions if not start <= d.index < end})
+    return [messages[index] for index in cut]
 
 
 class _Dropper:
@@ -382,9 +391,12 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     sizes = RememberedSizes(message_estimator(cfg))
     if estimate_tokens is None or estimate_tokens is list_estimator(cfg):
         estimate_tokens = summed_list_estimator(cfg, sizes)
+    validate_messages(messages)
+    # Measured before pruning: under the rough estimate, pruning then reads the outputs' line counts
+    # from this pass (``known_newlines``) instead of scanning them again.
+    before = estimate_tokens(messages)
     plan = _plan(messages, cfg=cfg, budgets=budgets, state=state, sizes=sizes)
     record = dict(plan.record, messages_before=len(messages))
-    before = estimate_tokens(messages)
     if plan.boundary.empty or (not plan.span and cfg.summarise_whole_span):
         # An empty span under summarise_whole_span: the range holds only the summary already there.
         return _result(plan.pruned, plan, cfg=cfg, outcome="nothing_to_summarise", before=before,

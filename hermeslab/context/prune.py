@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from hermeslab.core.config import CompressionConfig
-from hermeslab.core.rough import is_image_part
+from hermeslab.core.rough import is_image_part, known_newlines
 
 DUPLICATE_MARKER = "[duplicate tool output]"
 IMAGE_PLACEHOLDER = "[image removed from an old tool result to save context]"
@@ -79,13 +79,17 @@ def _size(result: str) -> str:
 
 
 def _line_count(text: str) -> int:
-    return text.count("\n") + 1 if text else 0
+    if not text:
+        return 0
+    newlines = known_newlines(text)  # an output the rough list estimate has just read through
+    return (text.count("\n") if newlines is None else newlines) + 1
 
 
-#: (literal start, pattern) of each way an output states its exit code.
+#: (literal start, pattern) of each way an output states its exit code; the form that usually opens an
+#: output (mini-swe-agent's) first, so the other is looked for only before it.
 _EXIT_CODES = (
-    ('"exit_code"', re.compile(r'"exit_code"\s*:\s*(-?\d+)')),
     ("<returncode>", re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")),
+    ('"exit_code"', re.compile(r'"exit_code"\s*:\s*(-?\d+)')),
 )
 
 
@@ -94,17 +98,20 @@ def _exit_code(result: str) -> str | None:
 
     Each form is located with ``str.find`` before the pattern is tried there:
     outputs run to thousands of characters, and a plain regex search over
-    them dominated the whole prune phase.
+    them dominated the whole prune phase. Once one form is found, the next
+    is searched for only where it could start earlier.
     """
     found: tuple[int, str] | None = None
     for literal, pattern in _EXIT_CODES:
-        at = result.find(literal)
-        while at >= 0 and (found is None or at < found[0]):
+        # A match starting before ``found`` ends before found + len(literal) - 1.
+        end = len(result) if found is None else found[0] + len(literal) - 1
+        at = result.find(literal, 0, end)
+        while at >= 0:
             match = pattern.match(result, at)
             if match:
                 found = (at, match.group(1))
                 break
-            at = result.find(literal, at + 1)
+            at = result.find(literal, at + 1, end)
     return found[1] if found else None
 
 

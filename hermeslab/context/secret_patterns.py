@@ -429,7 +429,7 @@ RULES: tuple[Rule, ...] = (
         r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
         (".",),
         lambda value: _mixed(value) and _has_digit(value),
-        (r"\.[a-z0-9_-]{6}\.",),
+        (r"\.[a-z0-9_-]{6}\.[a-z0-9_-]{27}",),  # the signature's length too: code is full of ``.name.``
     ),
     _group("azure_key", r"(?:AccountKey|SharedAccessKey|SharedSecret)=(?P<secret>[^;\"'\s]{8,})",
            ("AccountKey=", "SharedAccessKey=", "SharedSecret="), markers=_FIELD_MARKERS),

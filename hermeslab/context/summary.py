@@ -35,7 +35,7 @@ from ..recovery.classify import classify
 from .budget import SUMMARY_FLOOR_TOKENS
 from .error_limits import parse_context_limit
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
-from .redact import redact
+from .redact import redact, redact_many
 from .template import render_compact_template, render_empty_template, replace_section
 from .turns import is_real_user_message
 from .types import Summariser, SummaryOutcome, SummaryRequest
@@ -96,43 +96,56 @@ def _flatten(content: Any) -> str:
     return "\n".join(pieces)
 
 
-def _call_line(call: Any) -> str:
+def _call_parts(call: Any) -> tuple[str, str | None]:
+    """A call's shown name and its arguments to redact (None: shown as ``...``)."""
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict):
-        return "- tool(...)"
+        return "tool", None
     arguments = function.get("arguments")
-    if not isinstance(arguments, str):
-        return f"- {function.get('name') or 'tool'}(...)"
-    arguments = redact(arguments)
+    return function.get("name") or "tool", arguments if isinstance(arguments, str) else None
+
+
+def _call_line(name: str, arguments: str | None) -> str:
+    """One line of a block's ``Tool calls:``, from redacted arguments."""
+    if arguments is None:
+        return f"- {name}(...)"
     if len(arguments) > ARGUMENTS_MAX_CHARS:
         arguments = arguments[:ARGUMENTS_KEEP_CHARS] + "…"
-    return f"- {function.get('name') or 'tool'}({arguments})"
+    return f"- {name}({arguments})"
 
 
 def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX_CHARS) -> str:
     """The span as labelled text blocks ([USER], [ASSISTANT], [TOOL RESULT id]) joined by blank lines.
 
     Secrets are redacted before bodies longer than ``body_chars`` are shortened,
-    so a cut can never leave half a key that no rule recognises.
+    so a cut can never leave half a key that no rule recognises. Every body and
+    every call's arguments are redacted together (``redact_many``).
     """
     if not isinstance(messages, list):
         raise TypeError(f"serialise_span() needs a list of messages, got {type(messages).__name__}")
-    blocks = []
+    labels: list[str] = []
+    calls: list[list[tuple[str, str | None]]] = []
+    texts: list[str] = []  # each body, then the arguments of its calls
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise TypeError(f"message {index} is a {type(message).__name__}, not a dict")
         role = message.get("role")
         if role == "tool":
-            label = f"[TOOL RESULT {message.get('tool_call_id') or '?'}]"
+            labels.append(f"[TOOL RESULT {message.get('tool_call_id') or '?'}]")
         else:
-            label = f"[{str(role or 'unknown').upper()}]"
+            labels.append(f"[{str(role or 'unknown').upper()}]")
         body = _flatten(message.get("content"))
-        if role == "assistant":
-            body = strip_think(body)
-        block = f"{label}\n{_shorten(redact(body), body_chars)}".rstrip()
-        calls = tool_calls_of(message)
-        if calls:
-            block += "\nTool calls:\n" + "\n".join(_call_line(call) for call in calls)
+        texts.append(strip_think(body) if role == "assistant" else body)
+        parts = [_call_parts(call) for call in tool_calls_of(message)]
+        texts += [arguments for _, arguments in parts if arguments is not None]
+        calls.append(parts)
+    redacted = iter(redact_many(texts))
+    blocks = []
+    for label, parts in zip(labels, calls):
+        block = f"{label}\n{_shorten(next(redacted), body_chars)}".rstrip()
+        if parts:
+            lines = [_call_line(name, None if arguments is None else next(redacted)) for name, arguments in parts]
+            block += "\nTool calls:\n" + "\n".join(lines)
         blocks.append(block)
     return "\n\n".join(blocks)
 

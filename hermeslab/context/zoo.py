@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .baselines import BaselineResult
+from .zoo_claude import anthropic_clear_tool_uses, claude_code_summary
 from .zoo_codex import codex_user_messages
 from .zoo_common import Message, ZooInput
 from .zoo_gemini import gemini_state_snapshot
@@ -24,4 +25,6 @@ ZOO_STRATEGIES: dict[str, ZooStrategy] = {
     "gemini_state_snapshot": gemini_state_snapshot,
     "opencode_prune_summary": opencode_prune_summary,
     "roo_condense": roo_condense,
+    "claude_code_summary": claude_code_summary,
+    "anthropic_clear_tool_uses": anthropic_clear_tool_uses,
 }

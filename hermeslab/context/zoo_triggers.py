@@ -64,11 +64,23 @@ def _opencode(cfg: CompressionConfig, window: int, max_tokens: int | None) -> in
     return max(1, usable)
 
 
+def _claude_code(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Claude Code: compacts when the conversation reaches the auto-compact window, by default the whole window."""
+    return max(1, math.ceil(window * _fraction(cfg.threshold)))
+
+
+def _clear_tool_uses(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Anthropic's tool-result clearing: once the prompt exceeds ``min_threshold_tokens`` (its ``trigger``)."""
+    return cfg.min_threshold_tokens + 1
+
+
 TRIGGER_RULES: dict[str, TriggerRule] = {
     "codex_user_messages": _codex,
     "gemini_state_snapshot": _gemini,
     "roo_condense": _roo,
     "opencode_prune_summary": _opencode,
+    "claude_code_summary": _claude_code,
+    "anthropic_clear_tool_uses": _clear_tool_uses,
 }
 
 

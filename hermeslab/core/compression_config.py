@@ -30,7 +30,10 @@ class CompressionConfig:
     small_window_limit: int | None = None
     small_window_threshold: float = 0.75
     #: When the floor would reach the whole window, trigger at this share of it instead.
-    min_trigger_ratio: float = 0.85
+    min_trigger_ratio: float = 0.80
+    #: The trigger never sits above this share of the effective window (None: no ceiling, as in
+    #: Hermes, whose 64K floor fires at up to 98% of windows just above it).
+    max_trigger_ratio: float | None = 0.80
     #: Share of the threshold kept verbatim as the tail (clamped to 0.10..0.80).
     target_ratio: float = 0.20
     #: The tail walk may overshoot the tail budget by this factor before it stops.
@@ -54,7 +57,7 @@ class CompressionConfig:
     summary_ratio: float = 0.20
     summary_min_tokens: int = 2_000
     summary_max_tokens: int = 12_000
-    summary_context_share: float = 0.05
+    summary_context_share: float = 0.10
     #: Optional separate model for summaries (falls back to the main model once).
     summary_model: str | None = None
     #: ``llm`` (the conversation's provider) or ``extractive`` (deterministic, no call).
@@ -90,8 +93,9 @@ class CompressionConfig:
     cap_reply_anchor: bool = True
     #: The tail's message-count floor and the latest-user anchor give way to the soft token
     #: budget; only the newest assistant/tool group is kept whatever it costs, and a latest
-    #: user message left out is re-inserted after the summary (Hermes fault: an 8-message
-    #: floor or an old user message can hold more than a small window).
+    #: user message left out is re-inserted after the summary; a walk that would leave less to
+    #: summarise than the smallest summary keeps the plain budget instead (Hermes fault: an
+    #: 8-message floor or an old user message can hold more than a small window).
     fit_tail_to_budget: bool = True
     #: When the latest real user message sits right after the head, keep it in the head
     #: rather than summarising it with its turn (Hermes drops it from the verbatim context);

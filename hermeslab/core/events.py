@@ -246,7 +246,8 @@ class EventBus:
     """
 
     def __init__(self) -> None:
-        self._handlers: list[tuple[Handler, tuple[type[Event], ...] | None]] = []
+        #: Replaced, never changed in place, so ``publish`` can read it without the lock.
+        self._handlers: tuple[tuple[Handler, tuple[type[Event], ...] | None], ...] = ()
         self._lock = threading.Lock()
         self._everything = False
         self._wanted: frozenset[type[Event]] = frozenset()
@@ -256,13 +257,14 @@ class EventBus:
         """Call ``handler`` with every event, or only with events of the types in ``kinds``."""
         entry = (handler, None if kinds is None else tuple(kinds))
         with self._lock:
-            self._handlers.append(entry)
+            self._handlers = (*self._handlers, entry)
             self._refresh()
 
         def unsubscribe() -> None:
             with self._lock:
                 if entry in self._handlers:
-                    self._handlers.remove(entry)
+                    index = self._handlers.index(entry)
+                    self._handlers = self._handlers[:index] + self._handlers[index + 1:]
                     self._refresh()
 
         return unsubscribe
@@ -278,9 +280,7 @@ class EventBus:
         return verdict
 
     def publish(self, event: Event) -> None:
-        with self._lock:
-            handlers = list(self._handlers)
-        for handler, kinds in handlers:
+        for handler, kinds in self._handlers:  # the tuple of the moment: (un)subscribing meanwhile makes a new one
             if kinds is not None and not isinstance(event, kinds):
                 continue
             try:

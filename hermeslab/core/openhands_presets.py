@@ -20,7 +20,12 @@ Sources (paths inside the installed packages, line numbers of those files):
   every observation older than the window;
   ``openhands/memory/condenser/impl/amortized_forgetting_condenser.py`` lines 41-55
   keep the first ``keep_first`` and the newest ``max_size // 2 - keep_first``
-  events, and line 58 triggers above ``max_size``.
+  events, and line 58 triggers above ``max_size``. The view it counts is the
+  log less what was forgotten, nothing else (``openhands/memory/view.py`` lines
+  48-93): a call or result whose partner was forgotten stays counted, and only
+  ``openhands/memory/conversation_memory.py`` leaves it out of the prompt
+  (lines 751-800), which starts with the system prompt even once the view has
+  lost it (lines 805-826).
 
 OpenHands never switches condensation off, so the breaker's limit is set out of
 reach; its conversations carry on in place, and the system prompt is one of the

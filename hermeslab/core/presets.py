@@ -20,7 +20,10 @@ _SEED: dict[str, Any] = {
     # One rule for every window size keeps the trigger monotonic in the window.
     "compression.small_window_limit": None,
     "compression.small_window_threshold": 0.75,
-    "compression.min_trigger_ratio": 0.85,
+    # Exact counts read 6-9% under chars/4, so 0.80 of the window in exact tokens is about where
+    # Hermes's 0.85 in chars/4 fires; the ceiling keeps the floor from firing later than that.
+    "compression.min_trigger_ratio": 0.80,
+    "compression.max_trigger_ratio": 0.80,
     "compression.target_ratio": 0.20,
     "compression.soft_tail_factor": 1.5,
     "compression.protect_first_n": 3,
@@ -33,7 +36,8 @@ _SEED: dict[str, Any] = {
     "compression.summary_ratio": 0.20,
     "compression.summary_min_tokens": 2_000,
     "compression.summary_max_tokens": 12_000,
-    "compression.summary_context_share": 0.05,
+    # Windows under 40K would otherwise cap the summary below its own minimum.
+    "compression.summary_context_share": 0.10,
     "compression.min_saving": 0.10,
     "compression.ineffective_limit": 2,
     "compression.in_place": False,
@@ -80,8 +84,11 @@ _HERMES_0_19: dict[str, Any] = {
     **_SEED,
     "compression.preset": "hermes-0.19",
     "compression.small_window_limit": 512_000,
+    "compression.min_trigger_ratio": 0.85,
+    "compression.max_trigger_ratio": None,
     "compression.estimator": "rough",
     "compression.summary_max_tokens": 10_000,
+    "compression.summary_context_share": 0.05,
     # Hermes judges a compaction only by the next real prompt reading.
     "compression.min_saving": 0.0,
     "compression.in_place": True,
@@ -155,6 +162,10 @@ def validate_compression_config(cfg: CompressionConfig) -> None:
         value = getattr(cfg, key)
         if not 0 < value <= 1:
             raise ConfigError(f"compression.{key}: expected a fraction in (0, 1], got {value!r}")
+    ceiling = cfg.max_trigger_ratio
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float))
+                                or not 0 < ceiling <= 1):
+        raise ConfigError(f"compression.max_trigger_ratio: expected a fraction in (0, 1] or null, got {ceiling!r}")
     if not 0 <= cfg.min_saving < 1:
         raise ConfigError(f"compression.min_saving: expected a fraction in [0, 1), got {cfg.min_saving!r}")
     if cfg.soft_tail_factor < 1:

@@ -35,6 +35,7 @@ ROUGH_MESSAGE_OVERHEAD = 10
 #: Fields some providers need replayed verbatim; they occupy the window like content.
 REPLAY_FIELDS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items",
                  "codex_message_items")
+_REPLAY_KEYS = frozenset(REPLAY_FIELDS)
 #: Contents this long are measured without writing their repr (and remembered by identity).
 LONG_STRING = 256
 #: Tool-call arguments this long likewise (below it, the repr of the whole call is cheaper).
@@ -92,10 +93,11 @@ def rough_message_tokens(message: Message) -> int:
     tokens = _rough_content_chars(message.get("content")) // 4 + ROUGH_MESSAGE_OVERHEAD
     for call in message.get("tool_calls") or ():
         tokens += call_repr_length(call, _repr_sizes.text_length) // 4
-    for key in REPLAY_FIELDS:
-        value = message.get(key)
-        if value:
-            tokens += _serialised_length(value) // 4
+    if not _REPLAY_KEYS.isdisjoint(message):  # rare: one pass over the keys instead of a lookup per field
+        for key in REPLAY_FIELDS:
+            value = message.get(key)
+            if value:
+                tokens += _serialised_length(value) // 4
     return tokens
 
 
@@ -124,8 +126,10 @@ class _ReprSizes:
     """
 
     def __init__(self, max_entries: int = 20_000, max_strings: int = 100_000):
-        self._seen: dict[int, tuple[Message, Any, Any, int, int, int]] = {}
-        self._strings: dict[int, tuple[str, int]] = {}
+        #: id → (message, content, calls, key count, (chars, images)).
+        self._seen: dict[int, tuple[Message, Any, Any, int, tuple[int, int]]] = {}
+        #: id → (text, repr length, newlines or None when the text is not ASCII).
+        self._strings: dict[int, tuple[str, int, int | None]] = {}
         self._max_entries = max_entries
         self._max_strings = max_strings
         self._lock = threading.Lock()
@@ -135,16 +139,26 @@ class _ReprSizes:
         entry = self._seen.get(id(message))
         if (entry is not None and entry[0] is message and entry[1] is content and entry[2] is calls
                 and entry[3] == len(message)):
-            return entry[4], entry[5]
+            return entry[4]
         if type(content) is list:
             shadow, images = _without_images(message)
-            chars = self._dict_length(shadow, shadow.get("content"), calls)
+            sizes = (self._dict_length(shadow, shadow.get("content"), calls), images)
         else:
-            chars, images = self._dict_length(message, content, calls), 0
-        with self._lock:
-            bounded_put(self._seen, id(message), (message, content, calls, len(message), chars, images),
-                        self._max_entries)
-        return chars, images
+            sizes = (self._dict_length(message, content, calls), 0)
+        entry = (message, content, calls, len(message), sizes)
+        if len(self._seen) < self._max_entries:
+            self._seen[id(message)] = entry
+        else:
+            self._put(self._seen, id(message), entry, self._max_entries)
+        return sizes
+
+    def _put(self, cache: dict, key: int, value: tuple, limit: int) -> None:
+        """Insert; one assignment is atomic, so only dropping the oldest entries takes the lock."""
+        if len(cache) < limit:
+            cache[key] = value
+        else:
+            with self._lock:
+                bounded_put(cache, key, value, limit)
 
     def _dict_length(self, message: Message, content: Any, calls: Any) -> int:
         if type(message) is not dict:
@@ -169,10 +183,14 @@ class _ReprSizes:
         entry = self._strings.get(id(text))
         if entry is not None and entry[0] is text:
             return entry[1]
-        size = str_repr_length(text)
-        with self._lock:
-            bounded_put(self._strings, id(text), (text, size), self._max_strings)
+        size, newlines = _repr_length_and_newlines(text)
+        self._put(self._strings, id(text), (text, size, newlines), self._max_strings)
         return size
+
+    def newlines(self, text: str) -> int | None:
+        """The newlines of a long text this cache measured (found on the way), else None."""
+        entry = self._strings.get(id(text))
+        return entry[2] if entry is not None and entry[0] is text else None
 
 
 _repr_sizes = _ReprSizes()
@@ -208,16 +226,35 @@ def str_repr_length(text: str) -> int:
     and no double ones (the repr is then double-quoted). Other texts take
     the repr itself.
     """
+    return _repr_length_and_newlines(text)[0]
+
+
+def _repr_length_and_newlines(text: str) -> tuple[int, int | None]:
+    """``str_repr_length`` and, for an ASCII text, its newlines, which the same pass finds."""
     if not text.isascii():
-        return len(repr(text))
+        return len(repr(text)), None
     special = text.encode("ascii").translate(None, _PLAIN_ASCII)
     if not special:
-        return len(text) + 2
-    two_char = special.count(b"\\") + special.count(b"\n") + special.count(b"\r") + special.count(b"\t")
-    singles, doubles = special.count(b"'"), special.count(b'"')
-    controls = len(special) - two_char - singles - doubles
+        return len(text) + 2, 0
+    newlines, singles, doubles = special.count(b"\n"), special.count(b"'"), special.count(b'"')
+    two_char = newlines
+    controls = len(special) - newlines - singles - doubles
+    if controls:  # a backslash, carriage return, tab or other control character: rare in tool output
+        others = special.count(b"\\") + special.count(b"\r") + special.count(b"\t")
+        two_char += others
+        controls -= others
     escaped_singles = 0 if singles and not doubles else singles
-    return len(text) + 2 + two_char + 3 * controls + escaped_singles
+    return len(text) + 2 + two_char + 3 * controls + escaped_singles, newlines
+
+
+def known_newlines(text: str) -> int | None:
+    """The newlines of ``text`` when the list estimate measured this very string, else None.
+
+    Pruning describes old outputs by their line counts, and under the
+    ``rough`` estimator the same outputs were just measured: the count comes
+    from that pass instead of another one over the text.
+    """
+    return _repr_sizes.newlines(text)
 
 
 def rough_list_share_tokens(message: Message) -> int:
@@ -226,23 +263,40 @@ def rough_list_share_tokens(message: Message) -> int:
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + images * ROUGH_LIST_IMAGE_TOKENS
 
 
-#: The last list measured (a copy) with its summed sizes. A history that only grew since (the list
-#: compares equal up to its old length, a C-speed check) costs only its new messages.
-_last_list: tuple[list[Message], int, int] = ([], 0, 0)
+#: The lists measured last (copies), most recent first, with their summed sizes. A list that only grew
+#: since one of them (it compares equal up to that one's length, a C-speed check) costs only its new
+#: messages; several are kept because a loop measures more than one list in turn (the history, the
+#: request sent, the history without its system message).
+_recent_lists: list[tuple[list[Message], int, int]] = []
+_RECENT_LISTS_MAX = 4
 
 
 def rough_messages_tokens(messages: Sequence[Message]) -> int:
     """Hermes's whole-list estimate: the repr length of every message / 4, images at a flat rate."""
-    global _last_list
-    last, chars, images = _last_list
-    start = len(last)
-    if not start or len(messages) < start or messages[start - 1] is not last[-1] or messages[:start] != last:
-        start, chars, images = 0, 0, 0
+    global _recent_lists
+    recent = _recent_lists
+    start = chars = images = 0
+    found = None
+    if messages:
+        first = messages[0]
+        for entry in recent:
+            last = entry[0]
+            count = len(last)
+            if (len(messages) >= count and last[0] is first and messages[count - 1] is last[-1]
+                    and (messages == last if len(messages) == count else messages[:count] == last)):
+                found, start, chars, images = entry, count, entry[1], entry[2]
+                break
+    if found is not None and start == len(messages):  # measured as it is: nothing to add or copy
+        if recent[0] is not found:
+            _recent_lists = [found] + [entry for entry in recent if entry is not found]
+        return (chars + 3) // 4 + images * ROUGH_LIST_IMAGE_TOKENS
     for message in messages[start:]:
         size, count = _repr_sizes(message)
         chars += size
         images += count
-    _last_list = (list(messages), chars, images)
+    if messages:  # a new list rather than edits in place: another thread still reads the old one whole
+        _recent_lists = [(list(messages), chars, images)] + [
+            entry for entry in recent if entry is not found][:_RECENT_LISTS_MAX - 1]
     return (chars + 3) // 4 + images * ROUGH_LIST_IMAGE_TOKENS
 
 

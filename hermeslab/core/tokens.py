@@ -208,7 +208,9 @@ def _content_key(content: Any) -> Any:
 
 
 def _calls_key(message: Message) -> tuple:
-    calls = message.get("tool_calls") or ()
+    calls = message.get("tool_calls")
+    if not calls:
+        return ()
     return tuple(
         (call.get("id"), (call.get("function") or {}).get("name"), (call.get("function") or {}).get("arguments"))
         for call in calls
@@ -226,28 +228,32 @@ def message_key(message: Message) -> tuple:
     )
 
 
-def _count_message_uncached(message: Message, count_text: TextCount) -> int:
+def _count_message_uncached(message: Message, count: TextCount) -> int:
+    """Tokens of one message; ``count`` takes a non-empty text, so empty ones are skipped here."""
     tokens = MESSAGE_OVERHEAD
     content = message.get("content")
     if isinstance(content, str):
-        tokens += count_text(content)
+        if content:
+            tokens += count(content)
     elif isinstance(content, list):
         for part in content:
             if not isinstance(part, dict):
                 continue
             if part.get("type") == "text":
-                tokens += count_text(part.get("text", ""))
+                text = part.get("text", "")
+                tokens += count(text) if text else 0
             elif part.get("type") == "image_url":
                 tokens += IMAGE_TOKENS
             else:
-                tokens += count_text(json.dumps(part, ensure_ascii=False, default=str))
+                tokens += count(json.dumps(part, ensure_ascii=False, default=str))
     if message.get("name"):
-        tokens += count_text(message["name"]) + 1
+        tokens += count(message["name"]) + 1
     if message.get("tool_call_id"):
-        tokens += count_text(message["tool_call_id"])
+        tokens += count(message["tool_call_id"])
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        tokens += 3 + count_text(function.get("name", "")) + count_text(function.get("arguments", ""))
+        name, arguments = function.get("name", ""), function.get("arguments", "")
+        tokens += 3 + (count(name) if name else 0) + (count(arguments) if arguments else 0)
     return tokens
 
 
@@ -290,22 +296,31 @@ class TokenCounter:
         if tokens is not None and not remember:
             return tokens
         if tokens is None:
-            tokens = _count_message_uncached(message, self.count_text)
-        with self._lock:
-            bounded_put(self._cache, key, tokens, self._max_entries)
-            if remember:
-                bounded_put(self._seen, id(message),
-                             (message, message.get("content"), message.get("tool_calls"), tokens),
-                             self._max_entries // 10)
+            tokens = _count_message_uncached(message, self._text_count or self._load())
+        self._put(self._cache, key, tokens, self._max_entries)
+        if remember:
+            self._put(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), tokens),
+                      self._max_entries // 10)
         return tokens
+
+    def _put(self, cache: dict, key: Any, value: Any, limit: int) -> None:
+        """Insert; one assignment is atomic, so only dropping the oldest entries takes the lock."""
+        if len(cache) < limit:
+            cache[key] = value
+        else:
+            with self._lock:
+                bounded_put(cache, key, value, limit)
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``, special-token markers counted as the plain text they are."""
         if not text:
             return 0
-        if self._text_count is None:
-            self._text_count = text_counter(self.encoding_name)[0]
-        return self._text_count(text)
+        return (self._text_count or self._load())(text)
+
+    def _load(self) -> TextCount:
+        """The backend's counter of non-empty texts, loaded at the first count."""
+        self._text_count = text_counter(self.encoding_name)[0]
+        return self._text_count
 
     @property
     def backend(self) -> str:

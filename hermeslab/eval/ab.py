@@ -58,7 +58,7 @@ ConfigSpec = Config | str | Path
 FLUSH_SECONDS = 1.0
 #: Compression settings that act only through the trigger threshold and the summary budget derived for a window.
 BUDGET_SETTINGS = ("threshold", "small_window_limit", "small_window_threshold", "min_threshold_tokens",
-                   "min_trigger_ratio", "summary_ratio", "summary_min_tokens", "summary_max_tokens",
+                   "min_trigger_ratio", "max_trigger_ratio", "summary_ratio", "summary_min_tokens", "summary_max_tokens",
                    "summary_context_share")
 
 
@@ -345,6 +345,8 @@ def _why_flat(config: Config) -> list[str]:
         reasons = [f"the min_threshold_tokens floor of {floor:,} reaches the window, so {fallback}"]
     elif proportional >= window:
         reasons = [f"a threshold of {percent} reaches the window, so {fallback}"]
+    elif cfg.max_trigger_ratio is not None and budgets.threshold_tokens < max(floor, proportional):
+        reasons = [f"the max_trigger_ratio ceiling holds compression at {cfg.max_trigger_ratio} of the window"]
     elif floor > proportional:
         reasons = [f"the min_threshold_tokens floor of {floor:,} is above {percent} of the window"]
     elif percent != cfg.threshold:

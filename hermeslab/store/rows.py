@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from hermeslab.core.events import (
@@ -309,7 +309,7 @@ class RowBuilder:
             except Exception:  # never store unredacted text because the redactor broke
                 log.exception("redaction failed; the text is replaced by a marker")
                 text = REDACTION_FAILED
-        return strip_surrogates(text)
+        return _storable(text)
 
     def _content(self, content: Any) -> str | None:
         if content is None:
@@ -352,7 +352,7 @@ def _envelope(event: Event) -> Row:
 
 
 def _opt_str(value: Any) -> str | None:
-    return None if value is None else strip_surrogates(str(value))
+    return None if value is None else _storable(str(value))
 
 
 def _opt_int(value: Any) -> int | None:
@@ -365,9 +365,23 @@ def _opt_float(value: Any) -> float | None:
 
 
 def utc(ts: float | None) -> datetime | None:
-    """Event time (Unix seconds) as the naive UTC datetime stored in TIMESTAMP columns."""
-    return None if ts is None else datetime.fromtimestamp(float(ts), timezone.utc).replace(tzinfo=None)
+    """Event time (Unix seconds) as the naive UTC datetime stored in TIMESTAMP columns.
+
+    Epoch plus a timedelta rounds to the microsecond as ``datetime.fromtimestamp`` does,
+    at an eighth of its cost (a turn converts ~25 timestamps).
+    """
+    return None if ts is None else _EPOCH + timedelta(seconds=float(ts))
+
+
+_EPOCH = datetime(1970, 1, 1)
+#: Built once: ``json.dumps`` with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def _json(value: Any) -> str:
-    return strip_surrogates(json.dumps(value, ensure_ascii=False, default=str))
+    return _storable(_ENCODER.encode(value))
+
+
+def _storable(text: str) -> str:
+    """``text`` with lone surrogates replaced; ASCII text (most of it) cannot hold any and is not scanned."""
+    return text if text.isascii() else strip_surrogates(text)

@@ -127,3 +127,16 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[Row], suffix:
         f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM (SELECT {unnested}) {suffix}",
         [[row[column] for row in rows] for column in columns],
     )
+
+
+def is_committed(con: duckdb.DuckDBPyConnection, batch: Batch) -> bool:
+    """Whether the lab already has ``batch``: a batch is committed whole, so its first ``events`` row tells."""
+    events = batch.rows.get("events")
+    if not events:
+        raise ValueError("a batch without events rows cannot be matched against the lab")
+    first = events[0]
+    (found,) = con.execute(
+        "SELECT count(*) FROM events WHERE session_id = ? AND kind = ? AND ts IS NOT DISTINCT FROM ? AND event_seq = ?",
+        [first["session_id"], first["kind"], first["ts"], first["event_seq"]],
+    ).fetchone()
+    return found > 0

@@ -1,36 +1,41 @@
-"""Persist the event stream in the lab database without making the agent wait.
+"""Persist the event stream in the lab database without making the agent wait for DuckDB.
 
-``handle()`` only snapshots an event onto an in-memory queue. One background
-thread turns queued events into rows and writes them in a single transaction per
-flush: when a turn finishes, when a session starts or ends, and on ``flush()`` /
-``close()``. A flush holds the file for a few milliseconds and then lets go, so
-other processes can write and read the same file in between. An automatic flush
-stops at the event that triggered it, so a transaction never ends in the middle
-of a turn, and takes every turn finished by then, so a writer that falls behind
-back-to-back turns catches up in fewer, larger transactions.
+``handle()`` snapshots an event onto an in-memory queue. When a turn finishes,
+when a session starts or ends, and on ``flush()`` / ``close()``, the events
+queued so far become rows (redacted), which are appended to this writer's
+pending file (``hermeslab.store.journal``) and handed to a background thread
+that commits them to the lab: one transaction for everything handed over since
+its last commit, so a lab that falls behind back-to-back turns catches up in
+fewer, larger transactions. A commit holds the lab file for a few tens of
+milliseconds and then lets go, so other processes can write and read it in
+between. An automatic flush stops at the event that triggered it, so no batch
+ends in the middle of a turn.
 
-A commit costs ~15-25 ms on a quiet machine (attaching the file, one statement
-per table, the checkpoint when it is detached), longer than a scripted turn, so
-a new turn does not wait for the turns that just ended: it waits only for those
-that ended more than ``max_commit_lag`` before it started. A killed process
-loses the turn in flight and at most the turns that ended within that window
-before it started (and only if their commit had not finished yet).
-
-This module owns the queue and the thread; the rows come from
-``hermeslab.store.rows`` and each flush is one ``hermeslab.store.transaction``.
+With ``durable_turns`` (the default) the thread that handles a turn's end
+builds and appends its rows itself before ``handle()`` returns, a fraction of a
+millisecond. A killed process therefore loses at most the turn in flight:
+every turn it finished is in the lab or in its pending file, which the next
+writer on the lab adopts and commits. A new turn waits for a commit only when
+the lab has fallen over ``max_commit_lag`` (0.5 s) behind, so that readers in
+other processes are never further behind than that; back-to-back turns go on
+while the latest commit runs. Without ``durable_turns`` a second background
+thread builds the rows, no pending file is written, and no turn waits.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import copy
 import dataclasses
 import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import duckdb
 
 from hermeslab.core.events import (
     CompressionEvent,
@@ -44,9 +49,10 @@ from hermeslab.core.events import (
     TurnStarted,
 )
 from hermeslab.store.batch import Batch
+from hermeslab.store.journal import Journal, orphans
 from hermeslab.store.rows import Redactor, RowBuilder
 from hermeslab.store.schema import StoreError, ensure_schema, open_lab_file
-from hermeslab.store.transaction import write_batch
+from hermeslab.store.transaction import is_committed, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +66,26 @@ class StoreWriteError(StoreError):
     """Rows could not be written; they are still queued in the writer."""
 
 
+@dataclasses.dataclass
+class _Appended:
+    """What the thread that built a batch hands to the committing thread."""
+
+    batch: Batch | None  # None: nothing to write (the events made no rows)
+    number: int  # the journal's batch number after it (for Journal.committed)
+    ticket: int  # flush requests covered
+    triggers: int  # automatic flushes covered
+    stop: bool  # close() asked: the last piece of work
+
+
 class StoreWriter:
     """Subscribe to an EventBus and keep the lab database up to date, off the agent's thread.
 
-    ``redact`` (e.g. ``hermeslab.context.redact.redact``) is applied, in the
-    background thread, to every stored text that can carry secrets: message
+    ``redact`` (e.g. ``hermeslab.context.redact.redact``) is applied, while rows are
+    built (at the end of each turn with ``durable_turns``, else in the background),
+    to every stored text that can carry secrets: message
     content, tool-call arguments and results, turn texts, error messages,
-    the system prompt, and the text fields of event payloads.
+    the system prompt, and the text fields of event payloads. Rows are
+    redacted before they reach the pending file.
     """
 
     def __init__(self, path: str | Path, *, redact: Redactor | None = None, lock_timeout: float = 30.0,
@@ -81,34 +100,53 @@ class StoreWriter:
             raise TypeError(f"redact must be a callable str -> str, got {type(redact).__name__}")
         self.path = Path(path).expanduser().absolute()  # a later chdir must not move the lab
         self.lock_timeout = float(lock_timeout)
-        #: A new turn first waits until the turns that ended more than ``max_commit_lag`` seconds
-        #: ago are committed, so a killed process loses the turn in flight and at most the turns
-        #: that ended within that window. A live turn starts long after the previous commit
-        #: (~25 ms) is done; back-to-back turns go on while it runs. 0 waits for every earlier
-        #: turn. Bulk replays may turn the wait off.
+        #: A turn's end is handled only once its rows are in the pending file, so a killed
+        #: process loses at most the turn in flight. Bulk replays, which can start again, may
+        #: turn this off; their rows are then built in the background and go to the lab
+        #: alone, with no pending file.
         self.durable_turns = durable_turns
+        #: With ``durable_turns``, a new turn also waits for the commit of the turns that ended more
+        #: than ``max_commit_lag`` seconds before it started: not for safety (the pending file sees to
+        #: that) but so that the lab, which other processes read, never falls further behind a running
+        #: agent. Back-to-back turns go on while the latest commit (tens of ms) runs; 0 waits for every
+        #: earlier turn's commit.
         self.max_commit_lag = float(max_commit_lag)
         self._triggers = 0  # automatic flushes asked for (one per trigger event)
-        self._triggers_done = 0  # automatic flushes the thread has finished
-        #: (trigger number, monotonic time it was handled) of triggers not yet done, oldest first.
+        self._triggers_appended = 0  # automatic flushes whose rows are in the pending file
+        self._triggers_done = 0  # automatic flushes the committing thread has tried to write
+        #: (trigger number, monotonic time it was handled) of triggers not yet committed, oldest first.
         self._pending_triggers: collections.deque[tuple[int, float]] = collections.deque()
         self._commit_ms: collections.deque[float] = collections.deque(maxlen=TIMINGS_KEPT)
         self._lag_ms: collections.deque[float] = collections.deque(maxlen=TIMINGS_KEPT)
+        self._pending_lag_ms: collections.deque[float] = collections.deque(maxlen=TIMINGS_KEPT)
         self._builder = RowBuilder(redact)
-        self._cond = threading.Condition()
+        self._journal = Journal(self.path)
+        guard = threading.RLock()
+        self._cond = threading.Condition(guard)  # guards the state below; waited on for rows to build and flushes
+        #: Same lock; notified only when batches are handed to the committing thread, so handing one
+        #: over does not wake the building thread for nothing.
+        self._handed = threading.Condition(guard)
         self._queue: list[Event] = []
-        self._ready = 0  # how many queued events the thread should write now
+        self._ready = 0  # how many queued events the appending thread should take now
         self._requested = 0  # flush requests issued (flush(), close())
-        self._served = 0  # requests whose events the thread has tried to write
+        self._taken = 0  # requests the appending thread has taken
+        self._appended: list[_Appended] = []  # handed to the committing thread
+        self._append_lock = threading.Lock()  # one builder of rows at a time, so batches keep their order
+        self._appended_last = False  # close()'s request has been handed on: the appending thread is done
+        self._served = 0  # requests whose events the committing thread has tried to write
         self._durable = 0  # the latest request after which nothing was left unwritten
         self._last_error: Exception | None = None
         self._closing = False
-        self._retained: Batch | None = None  # rows of failed flushes; owned by the thread
+        self._retained: Batch | None = None  # rows of failed commits; owned by the committing thread
+        self._retained_number = 0  # the journal's batch number the retained rows reach
         self._schema_ready = False  # checked once per writer, again after a failed write
         self._unsubscribers: list[Callable[[], None]] = []
         self._commit_hooks: list[Callable[[Batch], None]] = []
-        self._thread = threading.Thread(target=self._run, name=f"hermeslab-store:{self.path.name}", daemon=True)
-        self._thread.start()
+        name = self.path.name
+        self._appender = threading.Thread(target=self._append_loop, name=f"hermeslab-rows:{name}", daemon=True)
+        self._committer = threading.Thread(target=self._commit_loop, name=f"hermeslab-store:{name}", daemon=True)
+        self._appender.start()
+        self._committer.start()
         # A script that never calls close() still gets its last rows written at a normal exit.
         atexit.register(self._close_at_exit)
 
@@ -123,7 +161,7 @@ class StoreWriter:
         self._unsubscribers.append(bus.subscribe(self.handle))
 
     def on_commit(self, hook: Callable[[Batch], None]) -> None:
-        """Call ``hook(batch)`` on the writer thread right after each batch is committed.
+        """Call ``hook(batch)`` on the committing thread right after each batch is committed.
 
         For derived data that must follow the lab (the search index); a failing
         hook is logged and never blocks the writer.
@@ -133,29 +171,44 @@ class StoreWriter:
         self._commit_hooks.append(hook)
 
     def handle(self, event: Event) -> None:
-        """Queue an event for storage. Never touches the database; returns in microseconds."""
+        """Queue an event for storage. Never touches the database and mostly returns in microseconds.
+
+        With ``durable_turns``, the event that ends a turn (or starts or ends a
+        session) returns only once the rows queued so far are in the pending
+        file: this thread builds and appends them (a fraction of a millisecond
+        for a turn's ~20 rows), so a turn is safe from a kill by the time the
+        loop goes on. Without it, a background thread builds them. A
+        ``TurnStarted`` may wait for commits that fell over ``max_commit_lag``
+        behind (up to ``lock_timeout``).
+        """
         if isinstance(event, TextDelta):
             return
         item = _snapshot(event)
+        trigger = isinstance(event, FLUSH_TRIGGERS)
+        durable = trigger and self.durable_turns
         with self._cond:
             if self._closing:
                 raise StoreError(f"the writer for {self.path} is closed; {event.kind} event not stored")
             if self.durable_turns and isinstance(event, TurnStarted):
                 due = self._due_trigger()
-                self._cond.wait_for(lambda: self._triggers_done >= due, timeout=self.lock_timeout)
+                if self._triggers_done < due:
+                    self._cond.wait_for(lambda: self._triggers_done >= due, timeout=self.lock_timeout)
             self._queue.append(item)
-            if isinstance(event, FLUSH_TRIGGERS):
+            if trigger:
                 self._triggers += 1
                 self._pending_triggers.append((self._triggers, time.monotonic()))
                 self._ready = len(self._queue)
-                self._cond.notify_all()
+                if not durable:
+                    self._cond.notify_all()
+        if durable:
+            self._append_now()
 
     def flush(self) -> None:
         """Block until every event handled so far is in the database.
 
         Raises StoreWriteError if it could not be written; the rows then stay
-        queued and the next flush tries again. Once close() has begun, close()
-        answers for the data and flush() returns at once.
+        queued (and in the pending file) and the next flush tries again. Once
+        close() has begun, close() answers for the data and flush() returns at once.
         """
         with self._cond:
             if self._closing:
@@ -168,9 +221,10 @@ class StoreWriter:
                 ) from self._last_error
 
     def close(self) -> None:
-        """Write what is queued, stop the thread and unsubscribe; retry a failed write once more.
+        """Write what is queued, stop the threads and unsubscribe; retry a failed write once more.
 
-        Raises StoreWriteError when rows could not be written even then.
+        Raises StoreWriteError when rows could not be written even then; they
+        stay in the pending file, and the next writer on the lab commits them.
         """
         with self._cond:
             if self._closing:
@@ -178,7 +232,8 @@ class StoreWriter:
             self._closing = True
             self._request()
         atexit.unregister(self._close_at_exit)
-        self._thread.join()
+        self._appender.join()
+        self._committer.join()
         for unsubscribe in self._unsubscribers:
             unsubscribe()
         self._unsubscribers.clear()
@@ -187,14 +242,18 @@ class StoreWriter:
             try:
                 self._write(retained)
             except Exception as exc:
+                kept = self._journal.close()
+                where = f"; they stay in {kept[-1].parent} for the next writer" if kept else " and are lost"
                 raise StoreWriteError(
-                    f"{retained.row_count()} rows could not be written to {self.path} and are lost: {exc}"
+                    f"{retained.row_count()} rows could not be written to {self.path}{where}: {exc}"
                 ) from exc
             self._retained = None
+            self._journal.committed(self._retained_number)
+        self._journal.close()
 
     @property
     def commit_latencies_ms(self) -> list[float]:
-        """How long each successful flush took to write, oldest first (the latest `TIMINGS_KEPT`).
+        """How long each successful commit took, oldest first (the latest `TIMINGS_KEPT`).
 
         From asking for the file to letting it go: waiting for other processes,
         attaching, inserting, committing, and the checkpoint when it is detached.
@@ -204,14 +263,21 @@ class StoreWriter:
 
     @property
     def commit_lags_ms(self) -> list[float]:
-        """For each turn end (or session start or end) that its flush wrote: milliseconds from
-        handle() to the commit, the time a kill would have lost it in; oldest first."""
+        """For each turn end (or session start or end) that a commit wrote: milliseconds from
+        handle() to the commit, the time it spent only in the pending file; oldest first."""
         with self._cond:
             return list(self._lag_ms)
 
     @property
+    def pending_lags_ms(self) -> list[float]:
+        """For each turn end (or session start or end): milliseconds from handle() until its rows were in
+        the pending file, safe from a kill of this process; oldest first."""
+        with self._cond:
+            return list(self._pending_lag_ms)
+
+    @property
     def pending(self) -> int:
-        """Events queued but not yet taken by the writer thread (rows of failed flushes not included)."""
+        """Events queued but not yet built into rows (rows of failed commits not included)."""
         with self._cond:
             return len(self._queue)
 
@@ -221,10 +287,10 @@ class StoreWriter:
         except StoreError:
             log.exception("the lab database missed the last rows at exit")
 
-    # ---------------------------------------------------------------- background thread
+    # ---------------------------------------------------------------- background threads
 
     def _due_trigger(self) -> int:
-        """The newest trigger still waiting for its flush that was handled over ``max_commit_lag`` ago (0: none)."""
+        """The newest trigger not yet committed that was handled over ``max_commit_lag`` ago (0: none)."""
         cutoff = time.monotonic() - self.max_commit_lag
         due = 0
         for number, handled in self._pending_triggers:
@@ -234,66 +300,155 @@ class StoreWriter:
         return due
 
     def _request(self) -> int:
-        """Ask the thread to write everything queued; the caller holds the condition."""
+        """Ask the threads to write everything queued; the caller holds the condition."""
         self._ready = len(self._queue)
         self._requested += 1
         self._cond.notify_all()
         return self._requested
 
-    def _run(self) -> None:
+    def _append_now(self) -> None:
+        """Build and append the rows ready to be written on this thread, in turn with the background one."""
+        if not self._append_lock.acquire(timeout=self.lock_timeout):
+            log.warning("the rows of %s stayed unbuilt for %g s; the turn goes on without them in the pending file",
+                        self.path, self.lock_timeout)
+            return
+        try:
+            self._append_ready()
+        finally:
+            self._append_lock.release()
+
+    def _append_loop(self) -> None:
+        """Build rows from the events a flush covers and append them to the pending file."""
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._ready or self._requested > self._served or self._closing)
-                events = self._queue[: self._ready]
-                del self._queue[: self._ready]
-                self._ready = 0
-                ticket = self._requested
-                triggers = self._triggers
-                stop = self._closing
-            error = self._flush_events(events)
+                # With durable turns the thread that handled a turn's end builds its rows; this one takes
+                # the rest (flush(), close(), and every turn without durable turns).
+                self._cond.wait_for(lambda: (self._ready and not self.durable_turns)
+                                    or self._requested > self._taken or self._appended_last)
+                if self._appended_last:
+                    return
+            with self._append_lock:
+                self._append_ready()
+
+    def _append_ready(self) -> None:
+        """Take the events ready to be written, append their rows and hand them to the committing thread.
+
+        Runs under ``_append_lock``, on the background thread or on the agent's (see ``handle``),
+        so batches reach the pending file and the lab in the order their events arrived.
+        """
+        with self._cond:
+            if self._appended_last or not (self._ready or self._requested > self._taken):
+                return
+            events = self._queue[: self._ready]
+            del self._queue[: self._ready]
+            self._ready = 0
+            ticket = self._taken = self._requested
+            triggers = self._triggers
+            stop = self._closing
+        batch = self._build(events)
+        number = 0
+        if batch is not None and self.durable_turns:  # a bulk replay that can start again skips the file
+            try:
+                number = self._journal.append(batch)
+            except Exception:  # the rows still go to the lab; only a kill before that would lose them
+                log.exception("the pending file of %s cannot be written", self.path)
+        with self._cond:
+            self._appended.append(_Appended(batch, number, ticket, triggers, stop))
+            appended = time.monotonic()
+            for trigger, handled in self._pending_triggers:  # not committed yet, so still listed
+                if self._triggers_appended < trigger <= triggers and (batch is None or number > 0):
+                    self._pending_lag_ms.append((appended - handled) * 1000)
+            self._triggers_appended = triggers
+            self._appended_last = stop
+            self._handed.notify()
+
+    def _commit_loop(self) -> None:
+        """Adopt what killed writers left, then commit each group of appended batches in one transaction."""
+        try:
+            self._adopt_orphans()
+        except Exception:
+            log.exception("pending rows left by a killed writer of %s could not be committed yet", self.path)
+        while True:
             with self._cond:
-                self._served = ticket
-                self._triggers_done = triggers
+                self._handed.wait_for(lambda: self._appended)
+                work, self._appended = self._appended, []
+            error = self._commit([item for item in work if item.batch is not None])
+            with self._cond:
+                last = work[-1]
+                self._served = max(self._served, last.ticket)
+                self._triggers_done = last.triggers
                 done = time.monotonic()
-                while self._pending_triggers and self._pending_triggers[0][0] <= triggers:
+                while self._pending_triggers and self._pending_triggers[0][0] <= last.triggers:
                     handled = self._pending_triggers.popleft()[1]
                     if error is None:
                         self._lag_ms.append((done - handled) * 1000)
                 if error is None:
-                    self._durable = ticket
+                    self._durable = last.ticket
                 self._last_error = error
                 self._cond.notify_all()
-            if stop:
+            if last.stop:
                 return
 
-    def _flush_events(self, events: list[Event]) -> Exception | None:
-        batch = self._retained or Batch()
+    def _build(self, events: list[Event]) -> Batch | None:
+        batch = Batch()
         for event in events:
             try:
                 self._builder.add(event, batch)
             except Exception:
                 log.exception("%s event of session %s cannot be stored; skipped", event.kind, event.session_id)
+        return None if batch.is_empty() else batch
+
+    def _commit(self, work: list[_Appended]) -> Exception | None:
+        batch = self._retained or Batch()
+        number = self._retained_number
+        for item in work:
+            batch.extend(item.batch)
+            number = item.number or number
         if batch.is_empty():
-            self._retained = None
             return None
         try:
             self._write(batch)
         except Exception as exc:
             log.error("writing %d rows to %s failed; they stay queued: %s", batch.row_count(), self.path, exc)
-            self._retained = batch
+            self._retained, self._retained_number = batch, number
             return exc
-        self._retained = None
+        self._retained, self._retained_number = None, 0
+        self._journal.committed(number)
         return None
 
-    def _write(self, batch: Batch) -> None:
+    def _adopt_orphans(self) -> None:
+        """Commit the batches of pending files whose writers died and that the lab does not have yet."""
+        for orphan in orphans(self.path):
+            try:
+                missing = Batch()
+                if orphan.batches:
+                    with self._open() as con:
+                        for batch in orphan.batches:
+                            if not is_committed(con, batch):
+                                missing.extend(batch)
+                if not missing.is_empty():
+                    self._write(missing)
+                    log.warning("committed %d rows that a killed writer left in %s", missing.row_count(), orphan.path)
+            except BaseException:
+                orphan.release()
+                raise
+            orphan.discard()
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The lab, held for one short use, with its schema brought up to date once per writer."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open_lab_file(self.path, read_only=False, timeout=self.lock_timeout) as con:
+            if not self._schema_ready:
+                ensure_schema(con)
+                self._schema_ready = True
+            yield con
+
+    def _write(self, batch: Batch) -> None:
         started = time.perf_counter()
         committed = False
         try:
-            with open_lab_file(self.path, read_only=False, timeout=self.lock_timeout) as con:
-                if not self._schema_ready:
-                    ensure_schema(con)
-                    self._schema_ready = True
+            with self._open() as con:
                 write_batch(con, batch)
                 committed = True
         except Exception:

@@ -17,7 +17,7 @@ from typing import Any
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
 from hermeslab.context.openhands_condensers import MASK
-from hermeslab.context.openhands_view import events_of
+from hermeslab.context.openhands_view import ACTION, OBSERVATION, events_of
 from hermeslab.context.types import SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
 
@@ -39,23 +39,35 @@ def preset_config(preset: str, overrides: dict[str, Any] | None = None) -> Confi
                                     "model.context_length": UNREACHABLE_WINDOW, "model.max_tokens": 1024})
 
 
-def tagged(messages: list[dict]) -> tuple[list[dict], dict[str, str]]:
-    """Copies of ``messages`` carrying their keys, and the key of every tool call by its id."""
+def tagged(messages: list[dict]) -> tuple[list[dict], dict[tuple[str, str], str]]:
+    """Copies of ``messages`` carrying their keys, and the key of every tool call and result by
+    (event kind, call id): a held event keeps its key without its message."""
     out, calls = [], {}
     for index, message in enumerate(messages):
         out.append({**message, KEY: f"m{index}"})
         for number, call in enumerate(message.get("tool_calls") or []):
-            calls[str(call.get("id"))] = f"m{index}.{number}"
+            calls[(ACTION, str(call.get("id")))] = f"m{index}.{number}"
+        if message.get("role") == "tool":
+            calls[(OBSERVATION, str(message.get("tool_call_id") or ""))] = f"m{index}"
     return out, calls
 
 
-def keys_of(history: list[dict], calls: dict[str, str]) -> list[str]:
-    """The event keys of ``history``, a tool result hermeslab masked marked ``!masked``."""
+def keys_of(history: list[dict], calls: dict[tuple[str, str], str]) -> list[str]:
+    """The keys of OpenHands' view of ``history``, held events included (what a cut's positions index)."""
     keys = []
     for event in events_of(history):
         message = history[event.message]
-        if event.call_id is not None and event.kind == "action":
-            keys.append(calls[event.call_id])
+        keys.append(calls[(event.kind, str(event.call_id))] if event.kind == ACTION or event.held
+                    else str(message.get(KEY)))
+    return keys
+
+
+def sent_keys(history: list[dict], calls: dict[tuple[str, str], str]) -> list[str]:
+    """The keys of what ``history`` sends, in order, a tool result hermeslab masked marked ``!masked``."""
+    keys = []
+    for message in history:
+        if message.get("tool_calls"):
+            keys += [calls[(ACTION, str(call.get("id")))] for call in message["tool_calls"]]
         else:
             masked = message.get("role") == "tool" and message.get("content") == MASK
             keys.append(str(message.get(KEY)) + ("!masked" if masked else ""))
@@ -85,7 +97,7 @@ def replay(messages: list[dict], config: Config) -> list[dict]:
                     if item.get("_compressed_summary") and KEY not in item:
                         item[KEY] = f"c{made}-summary"
                 made += len(condensations)
-            steps.append({"at": index, "condensations": condensations, "view": keys_of(history, calls)})
+            steps.append({"at": index, "condensations": condensations, "view": sent_keys(history, calls)})
             driver.observe(0, None)
         history = history + [message]
     return steps

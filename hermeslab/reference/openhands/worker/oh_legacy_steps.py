@@ -6,7 +6,10 @@ action per tool call and one command output observation per tool result,
 numbered in order as the event stream numbers them. Before each recorded
 assistant reply the agent's step is run: ``View.from_events`` over the stream,
 then the condenser; a ``Condensation`` puts its action in the stream (with the
-next number) and the step repeats, a ``View`` is what the model would see.
+next number) and the step repeats, a ``View`` is what the model would see:
+for amortized forgetting, as its conversation memory starts a prompt from it
+(a system prompt first when the view has none left) and then filters it
+(calls without results and results without calls left out).
 Records use the same keys as the SDK worker: ``m<index>``, ``m<index>.<call>``
 for a reply's calls, and ``!masked`` after the key of a masked observation.
 """
@@ -17,6 +20,7 @@ from importlib import metadata
 from typing import Any
 
 from litellm import ChatCompletionMessageToolCall
+from openhands.core.config import AgentConfig
 from openhands.core.message import Message, TextContent
 from openhands.events.action import CmdRunAction, MessageAction
 from openhands.events.action.message import SystemMessageAction
@@ -62,18 +66,31 @@ def events_for(index: int, message: dict) -> list[tuple[str, Any]]:
     return [(key, MessageAction(content=text))]
 
 
+class RecordedPrompt:
+    """The prompt manager's one duty here: the system prompt, the recording's own."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def get_system_message(self, cli_mode: bool = False) -> str:
+        return self.text
+
+
 def replay(messages: list[dict], condenser_name: str, params: dict) -> list[dict]:
     """One record per recorded assistant reply: the condensations made before it and the view shown."""
     if condenser_name not in CONDENSERS:
         raise ValueError(f"unknown condenser {condenser_name!r}; expected one of {', '.join(sorted(CONDENSERS))}")
     condenser = CONDENSERS[condenser_name](**params)
+    first = messages[0] if messages else {}
+    system = message_text(first) if first.get("role") == "system" else ""
+    memory = ConversationMemory(AgentConfig(), RecordedPrompt(system))
     stream: list[Any] = []
     keys: dict[int, str] = {}
     calls: dict[str, str] = {}
     steps = []
     for index, message in enumerate(messages):
         if message.get("role") == "assistant":
-            steps.append(_step(index, stream, keys, calls, condenser))
+            steps.append(_step(index, stream, keys, calls, condenser, memory))
         calls.update(call_ids(index, message))
         for key, event in events_for(index, message):
             _add(stream, keys, key, event)
@@ -121,22 +138,33 @@ def _tool_call(call_id: str) -> Any:
     return ChatCompletionMessageToolCall(id=call_id, type="function", function={"name": "run", "arguments": "{}"})
 
 
-def _step(index: int, stream: list[Any], keys: dict[int, str], calls: dict[str, str], condenser: Any) -> dict:
+def prompt_keys(events: list[Any], keys: dict[int, str], memory: ConversationMemory) -> list[str]:
+    """The keys of ``events`` once the memory put a system prompt first where none is left
+    (``ConversationMemory._ensure_system_message``); that prompt is the recording's, ``m0``."""
+    events = list(events)
+    memory._ensure_system_message(events)
+    return [keys.get(event.id, "m0" if isinstance(event, SystemMessageAction) else "summary") for event in events]
+
+
+def _step(index: int, stream: list[Any], keys: dict[int, str], calls: dict[str, str], condenser: Any,
+          memory: ConversationMemory) -> dict:
     condensations = []
     for number in range(MAX_CONDENSATIONS_PER_STEP + 1):
         view = View.from_events(stream)
         outcome = condenser.condense(view)
         if not isinstance(outcome, Condensation):
-            shown = []
-            for before, after in zip(view.events, outcome.events):
-                masked = isinstance(after, AgentCondensationObservation) and after is not before
-                shown.append(keys.get(before.id, "summary") + ("!masked" if masked else ""))
             if len(outcome.events) != len(view.events):
                 raise RuntimeError("the condenser changed the number of events in a view")
-            # Masking is compared as the condenser decided it: OpenHands' memory would then turn each
-            # masked result into a user message and drop its call, which hermeslab does not copy.
-            view = shown if isinstance(condenser, ObservationMaskingCondenser) else sent(shown, calls)
-            return {"at": index, "condensations": condensations, "view": view}
+            if isinstance(condenser, ObservationMaskingCondenser):
+                # Masking is compared as the condenser decided it: OpenHands' memory would then turn each
+                # masked result into a user message and drop its call, which hermeslab does not copy.
+                shown = []
+                for before, after in zip(view.events, outcome.events):
+                    masked = isinstance(after, AgentCondensationObservation) and after is not before
+                    shown.append(keys.get(before.id, "summary") + ("!masked" if masked else ""))
+                return {"at": index, "condensations": condensations, "view": shown}
+            return {"at": index, "condensations": condensations,
+                    "view": sent(prompt_keys(outcome.events, keys, memory), calls)}
         action = outcome.action
         forgotten = [keys[event.id] for event in view.events if event.id in set(action.forgotten)]
         condensations.append({"forgotten": forgotten, "offset": action.summary_offset,
