@@ -1,6 +1,6 @@
 """The token gauge at about 30% and 90% of the compression threshold, and after a compression, as screenshots.
 
-A small window (``%hermes config model.context_length=8000``: threshold 6,800)
+A small window (``%hermes config model.context_length=8500``: threshold 6,800, 80% of it)
 and the offline model make the levels the same on every run: the first reply
 brings the context to ~30% of the threshold, a long count to ~90%, and a
 manual compression (once the long count is no longer in the kept tail) brings
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SHARE = re.compile(r"(\d+)% of the compression threshold \(6,800\)")
 CELLS = [
-    "%hermes config model.context_length=8000",
+    "%hermes config model.context_length=8500",
     "%%hermes\nhello",                                    # ~30%
     "%%hermes\ncount to 1300",                            # ~90%
     "%%hermes\ncount to 300",
