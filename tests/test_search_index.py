@@ -345,3 +345,29 @@ def test_the_delta_holds_exactly_the_postings_above_the_merge_mark(messages, bat
         assert held.df(term) == len(expected)
     # Each segment is more than twice the size of the next, so there are few of them.
     assert held.upto == max(position, mark) and len(held.segments) <= position.bit_length() + 1
+
+
+def test_phrases_and_words_are_found_across_underscores(tmp_path):
+    index = SearchIndex(tmp_path / "s.sqlite")
+    index.add([message(1, "a", "    self.fetch_command(subcommand).run_from_argv(self.argv)"),
+               message(2, "b", '{"first_name": "James", "last_name": "Lee"}'),
+               message(3, "c", "`__rdiv__` (if Python 2)"), message(4, "d", "the data used today"),
+               message(5, "e", "run the argv parser from here")])
+    assert [hit.session_id for hit in index.search('"run from"').hits] == ["a"]
+    assert [hit.session_id for hit in index.search('"name James"').hits] == ["b"]
+    assert [hit.session_id for hit in index.search("rdiv").hits] == ["c"]
+    assert [hit.session_id for hit in index.search('"data_used"').hits] == ["d"]
+
+
+def test_empty_successor_masks_leave_phrases_to_the_text_check(tmp_path):
+    """Indexes written before ``_`` separated units hold no masks for the pieces of ``snake_case`` words."""
+    docs = corpus(120)
+    index = SearchIndex(tmp_path / "s.sqlite")
+    index.rebuild(docs, SESSIONS)
+    expected = {hit.message_id for hit in index.search('"get_user_name"', limit=50).hits}
+    assert len(expected) > 1
+    con = storage.connect(tmp_path / "s.sqlite", timeout=5.0)
+    con.execute("UPDATE blocks SET nexts = zeroblob(length(nexts))")
+    con.close()
+    reopened = SearchIndex(tmp_path / "s.sqlite")
+    assert {hit.message_id for hit in reopened.search('"get_user_name"', limit=50).hits} == expected

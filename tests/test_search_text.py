@@ -22,7 +22,8 @@ def test_words_are_lower_cased_and_identifiers_also_give_their_parts():
     assert sorted(terms("get_user_name")) == ["get", "get_user_name", "name", "user"]
     assert sorted(terms("HTTPServer")) == ["http", "httpserver", "server"]
     assert terms("Hello WORLD") == ["hello", "world"]  # capitalised or upper-case words have no parts
-    assert terms("__init__") == ["__init__"]
+    # the pieces between underscores are parts too, beside their camel-case and digit pieces
+    assert sorted(terms("__init__ test_v2")) == ["2", "__init__", "init", "test", "test_v2", "v", "v2"]
 
 
 def test_paths_and_dotted_or_hyphenated_names_are_indexed_whole_and_in_pieces():
@@ -169,3 +170,18 @@ def test_message_text_covers_content_tool_calls_and_tool_names():
     assert message_text("tool", "file body", None, "read_file") == "[read_file]\nfile body"
     assert message_text("user", '[{"type": "text", "text": "hello"}]') == "hello"
     assert message_text("user", None) == ""
+
+
+def test_underscores_separate_the_words_of_a_phrase_as_other_punctuation_does():
+    assert unit_key("self.fetch(x).run_from_argv()") == " self fetch x run from argv "
+    assert parse_query('"user name"').matches("call get_user_name() first")
+    assert parse_query('"L1002 data"').matches('{"line_id": "L1002", "data_used_gb": "15.1"}')
+    assert parse_query('"name james"').matches('{"first_name": "James"}')
+    assert not parse_query('"user name"').matches("username")  # letters and digits still make one word
+
+
+def test_a_phrase_requires_its_words_not_the_identifier_that_joins_them():
+    query = parse_query('"data_used" "agent.py"')
+    assert query.required == {"data", "used", "agent", "py"}
+    assert {"data_used", "agent.py"} <= set(query.terms)  # still ranked
+    assert query.matches("the data used by agent py")

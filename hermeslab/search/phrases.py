@@ -41,8 +41,14 @@ class PhraseFilter:
             self._known[term][docs] = True
 
     def passing(self, docs: np.ndarray) -> np.ndarray:
-        """Which messages may hold the phrases (a message whose postings were not read passes)."""
+        """Which messages may hold the phrases.
+
+        A message passes when its postings were not read, or when a mask is
+        empty: an index written before ``_`` separated units stored none for
+        the pieces of ``snake_case`` words, and the text check decides them.
+        """
         keep = np.ones(len(docs), bool)
         for term, bits in self.needed.items():
-            keep &= ~self._known[term][docs] | ((self._masks[term][docs] & bits) == bits)
+            masks = self._masks[term][docs]
+            keep &= ~self._known[term][docs] | (masks == 0) | ((masks & bits) == bits)
         return keep

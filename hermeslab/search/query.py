@@ -13,9 +13,10 @@ Semantics, chosen for ranked recall with bounded work:
   something — and a disjunction is what impact-ordered postings can answer
   early (see ``hermeslab.search.topk``).
 * A ``"quoted phrase"`` is **required**: every hit contains its words in that
-  order. A run of an unsegmented script (``大别山``) is treated as a phrase of
-  its characters, because its bigrams alone would also match the characters
-  far apart.
+  order, with any punctuation (``_`` included) or space between them. A run
+  of an unsegmented script (``大别山``) is treated as a phrase of its
+  characters, because its bigrams alone would also match the characters far
+  apart.
 * A single character of such a script has no bigram; the query then scans the
   text of recent messages for it (a bounded substring scan).
 """
@@ -29,7 +30,7 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Sequence
 
-from hermeslab.search.tokens import UNSEGMENTED, terms, unit_key
+from hermeslab.search.tokens import MAX_TERM_CHARS, UNSEGMENTED, terms, unit_key
 
 MAX_QUERY_CHARS = 2_048
 #: Distinct terms a query may use; later ones are dropped (each costs a posting list read).
@@ -93,8 +94,8 @@ def _phrase_patterns(phrases: tuple[str, ...]) -> list[re.Pattern[str]]:
 
 
 def _phrase_pattern(units: list[str]) -> str:
-    word = f"[^\\W{UNSEGMENTED}]"
-    gap = f"[^\\w{UNSEGMENTED}]"  # what lies between units: neither a word character nor a unit of its own
+    word = f"[^\\W_{UNSEGMENTED}]"  # a letter or digit: what units are made of
+    gap = f"(?:_|[^\\w{UNSEGMENTED}])"  # what lies between units: neither a letter, a digit nor a unit of its own
     parts = []
     for index, unit in enumerate(units):
         if index:
@@ -115,24 +116,34 @@ def parse_query(text: str) -> Query:
     pieces = cleaned.split('"')
     if len(pieces) % 2 == 0:  # an unbalanced quote: the last one is just punctuation
         pieces[-2:] = [pieces[-2] + " " + pieces[-1]]
-    required: list[str] = []
+    in_phrases: list[str] = []
+    required: set[str] = set()
     optional: list[str] = []
     phrases: list[str] = []
     for index, piece in enumerate(pieces):
         if index % 2:  # inside quotes
-            _add_phrase(piece, required, phrases)
+            _add_phrase(piece, in_phrases, required, phrases)
             continue
         optional.extend(terms(_RUN.sub(" ", piece)))
         for run in _RUN.findall(piece):
-            _add_phrase(run, required, phrases)
-    ordered = list(dict.fromkeys(required + optional))[:MAX_TERMS]
+            _add_phrase(run, in_phrases, required, phrases)
+    ordered = list(dict.fromkeys(in_phrases + optional))[:MAX_TERMS]
     return Query(text=cleaned, terms=tuple(ordered), required=frozenset(required) & frozenset(ordered),
                  phrases=tuple(dict.fromkeys(phrases)))
 
 
-def _add_phrase(text: str, required: list[str], phrases: list[str]) -> None:
+def _add_phrase(text: str, in_phrases: list[str], required: set[str], phrases: list[str]) -> None:
+    """Record a phrase: all its terms are ranked, but only its units (and bigrams) are required.
+
+    A whole word or compound (``data_used``, ``agent.py``) is not required,
+    because the phrase also occurs where other punctuation or a space joins
+    its units (``data used``), and such a text does not hold that term.
+    """
     key = unit_key(text)
     if not key.strip():
         return
-    required.extend(terms(text))
+    found = terms(text)
+    units = {unit[:MAX_TERM_CHARS] for unit in key.split()}
+    in_phrases.extend(found)
+    required.update(term for term in found if term in units or _UNSEGMENTED_RUN.match(term))
     phrases.append(key)

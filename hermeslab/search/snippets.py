@@ -13,7 +13,7 @@ import re
 from collections import Counter
 
 from hermeslab.search.query import Query
-from hermeslab.search.tokens import is_unsegmented, terms, units
+from hermeslab.search.tokens import is_unsegmented, terms, words as text_words
 
 SNIPPET_CHARS = 240
 PREVIEW_CHARS = 200
@@ -76,7 +76,7 @@ def _matches(text: str, query: Query) -> list[tuple[int, int, str]]:
     if found or not words:
         return found
     wanted = set(words)
-    for match in units(text):
+    for match in text_words(text):
         unit = match.group()
         if _INNER.search(unit) and not wanted.isdisjoint(terms(unit)):
             found.append((match.start(), match.end(), unit.lower()))

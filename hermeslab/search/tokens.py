@@ -6,6 +6,8 @@ Agent transcripts are half prose, half code, so one rule set serves both:
 * A word written as an identifier (``get_user_name``, ``getUserName``,
   ``HTTPServer``) is also indexed by its parts (``get``, ``user``, ``name``), so
   prose queries find code and identifier queries still prefer the exact name.
+  The pieces between underscores are always parts, so ``__init__`` gives
+  ``init`` and ``test_v2`` gives ``v2``.
 * Words joined by ``.`` or ``-`` (``agent.py``, ``os.path.join``, ``chat-send``,
   ``v1.2.3``) are also indexed as one compound term. A path such as
   ``src/hermeslab/agent.py`` therefore yields ``src``, ``hermeslab``,
@@ -20,10 +22,12 @@ Terms longer than ``MAX_TERM_CHARS`` are cut to that length on both sides, which
 keeps pasted hashes and base64 from bloating the index while still matching.
 Query text goes through the same functions, so both sides always agree.
 
-Phrases line up on *units* (``units``: words and single unsegmented
-characters); ``successors`` records which units follow which, for the phrase
-filter (``hermeslab.search.phrases``), and ``counts_of`` counts a few terms of
-a long text without tokenising all of it.
+Phrases line up on *units*: runs of letters and digits (``_`` separates
+units, as every other punctuation does, so ``"user name"`` is found in
+``get_user_name``) and single unsegmented characters. Every unit of a text is
+one of its terms. ``successors`` records which units follow which, for the
+phrase filter (``hermeslab.search.phrases``), and ``counts_of`` counts a few
+terms of a long text without tokenising all of it.
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 #: unsegmented characters (nearly all of it), where it runs about twice as fast.
 _PLAIN_TOKEN = re.compile(r"\w++(?:[.\-]\w++)*+")
 _MIXED_TOKEN = re.compile(f"[^\\W{UNSEGMENTED}]++(?:[.\\-][^\\W{UNSEGMENTED}]++)*+")
-_UNIT = re.compile(f"[{UNSEGMENTED}]|[^\\W{UNSEGMENTED}]+")
+_UNIT = re.compile(f"[{UNSEGMENTED}]|[^\\W_{UNSEGMENTED}]+")
+_WORD = re.compile(f"[{UNSEGMENTED}]|[^\\W{UNSEGMENTED}]+")
 #: Lines (words) with a capital or an underscore: the only ones that can have parts.
 _MAYBE_IDENTIFIER = re.compile(r"^[^\n]*[A-Z_][^\n]*$", re.MULTILINE)
 _COMPOUND = re.compile(r"^[^\n]*[.\-][^\n]*$", re.MULTILINE)
@@ -82,7 +87,7 @@ def analysed(text: str) -> tuple[Counter[str], int, dict[str, int]]:
 
 
 def _terms(text: str) -> tuple[list[str], list[str]]:
-    """The terms, and the words in text order, lower-cased (for ASCII text, its units)."""
+    """The terms, and the words in text order, lower-cased and cut at ``_`` (for ASCII text, its units)."""
     mixed = _UNSEGMENTED_CHAR.search(text) is not None
     joined = "\n".join((_MIXED_TOKEN if mixed else _PLAIN_TOKEN).findall(text))
     out: list[str] = []
@@ -91,8 +96,11 @@ def _terms(text: str) -> tuple[list[str], list[str]]:
         has_compounds = "." in joined or "-" in joined
         words = joined.replace(".", "\n").replace("-", "\n") if has_compounds else joined
         lowered = joined.lower()
-        out = words.lower().split("\n")
+        lowered_words = words.lower()
+        out = lowered_words.split("\n")
         words_in_order = out[:]
+        if "_" in joined:
+            words_in_order = list(filter(None, lowered_words.replace("_", "\n").split("\n")))
         if has_compounds:
             out.extend(_COMPOUND.findall(lowered))
         if lowered != joined or "_" in joined:
@@ -106,13 +114,21 @@ def _terms(text: str) -> tuple[list[str], list[str]]:
 
 
 def _identifier_parts(words: list[str]) -> list[str]:
-    """The parts of every word written as an identifier, once per occurrence of the word."""
+    """The parts of every word written as an identifier, once per occurrence of the word.
+
+    The parts are the pieces of its camel case and, for a word with ``_``,
+    every piece between underscores that they do not already hold (``v2`` of
+    ``test_v2``), so each unit of the word is a term and a phrase query can
+    require it.
+    """
     out: list[str] = []
     for word, count in Counter(words).items():
         if "_" not in word and (word.islower() or word.isupper()):
             continue
         parts = [piece.lower() for chunk in word.split("_") for piece in _CAMEL.findall(chunk)]
-        if len(parts) > 1:
+        if "_" in word:
+            parts += [chunk for chunk in word.lower().split("_") if chunk and chunk not in parts]
+        if len(parts) > 1 or "_" in word and parts:
             out.extend(parts * count)
     return out
 
@@ -183,9 +199,9 @@ def successor_bit(unit: str) -> int:
     return 1 << (zlib.crc32(unit.encode("utf-8", "surrogatepass")) & 15)
 
 
-def units(text: str) -> Iterator[re.Match[str]]:
-    """Words and single unsegmented characters with their positions: what phrases and snippets line up on."""
-    return _UNIT.finditer(text)
+def words(text: str) -> Iterator[re.Match[str]]:
+    """Words (``_`` included) and single unsegmented characters with their positions: what snippets mark."""
+    return _WORD.finditer(text)
 
 
 def unit_key(text: str) -> str:
