@@ -36,7 +36,8 @@ _SEED: dict[str, Any] = {
     "compression.summary_ratio": 0.20,
     "compression.summary_min_tokens": 2_000,
     "compression.summary_max_tokens": 12_000,
-    # Windows under 40K would otherwise cap the summary below its own minimum.
+    # At 0.05 every window under 40K capped the summary under its 2,000-token minimum, so a small
+    # window's summary could not grow with what it replaces.
     "compression.summary_context_share": 0.10,
     "compression.min_saving": 0.10,
     "compression.ineffective_limit": 2,

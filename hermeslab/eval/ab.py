@@ -58,8 +58,8 @@ ConfigSpec = Config | str | Path
 FLUSH_SECONDS = 1.0
 #: Compression settings that act only through the trigger threshold and the summary budget derived for a window.
 BUDGET_SETTINGS = ("threshold", "small_window_limit", "small_window_threshold", "min_threshold_tokens",
-                   "min_trigger_ratio", "max_trigger_ratio", "summary_ratio", "summary_min_tokens", "summary_max_tokens",
-                   "summary_context_share")
+                   "min_trigger_ratio", "max_trigger_ratio", "summary_ratio", "summary_min_tokens",
+                   "summary_max_tokens", "summary_context_share")
 
 
 # ---------------------------------------------------------------- cells
