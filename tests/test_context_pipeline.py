@@ -243,7 +243,8 @@ def test_a_multimodal_request_keeps_its_parts_behind_the_summary():
 
 
 def test_a_request_is_never_merged_into_an_assistant_message():
-    """A summary merged into an assistant message is no place for a request: it follows that group's results."""
+    """A request put back goes into no assistant message, nor after the results of the work it asked for (a
+    model reading it last would do that work again): it opens the kept tail, behind its own summary."""
     filler = text(3_000)
     messages = [system(), user(TASK), assistant("On it."), user("Then the docs."),
                 *tool_turn("c0", "terminal", {"command": "ls"}, filler), user("Now also the docs."),
@@ -252,10 +253,11 @@ def test_a_request_is_never_merged_into_an_assistant_message():
                 *tool_turn("c3", "terminal", {"command": "cat docs/b.md"}, filler),
                 *tool_turn("c4", "terminal", {"command": "ls docs"}, "a.md")]
     result = run(messages, window=8_000)
-    assert result.record["assembly"]["summary_role"] == "merged"
+    assert result.record["assembly"]["summary_role"] == "assistant"
     assert result.record["latest_user"] == {"index": 6, "merged": False, "reinserted": True, "into_summary": False}
-    assert [m["role"] for m in result.messages[3:]] == ["user", "assistant", "tool", "user"]
-    assert is_summary_message(result.messages[4]) and result.messages[-1] == user("Now also the docs.")
+    assert [m["role"] for m in result.messages[3:]] == ["user", "assistant", "user", "assistant", "tool"]
+    assert is_summary_message(result.messages[4]) and result.messages[5] == user("Now also the docs.")
+    assert result.messages[-1]["role"] == "tool"  # the request does not follow its own answer
 
 
 def test_remembered_sizes_measure_each_message_once_and_sum_to_the_list_estimate():

@@ -46,7 +46,10 @@ def test_demo_logs_every_table_with_the_servers_usage(tmp_path, monkeypatch, cap
     assert sessions["end_reason"].iloc[-1] == "agent_close"
     assert len(lab.compressions()) >= 1
     assert len(lab.messages(tip)) > 5
-    assert len(lab.tool_calls()) >= 8
+    tools = lab.tool_calls()
+    assert len(tools) >= 8
+    # A compression inside a turn must not leave its request after its own answer: no call is made twice.
+    assert not tools.duplicated(["name", "arguments"]).any(), tools[["turn", "name", "arguments"]]
     calls = lab.api_calls().sort_values(["turn", "call_index"])
     assert len(calls) == len(RecordingOfflineModel.reported) > 10
     assert list(calls["prompt_tokens"]) == [u.prompt_tokens for u in RecordingOfflineModel.reported]

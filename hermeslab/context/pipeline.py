@@ -470,11 +470,18 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
         if anchors:
             inserted = f"{body}\n\n{render_anchor_block(anchors)}"
 
+    # Between a head ending in a user message and a tail opening with the assistant, the summary is merged into
+    # that assistant message, and a request put back after the summary would follow its own answer (a model
+    # reading it last does the work again): the request opens the tail, and the summary stands alone before it.
+    opened = (cfg.reinsert_latest_user and latest is not None and bool(head) and head[-1].get("role") == "user"
+              and bool(tail) and tail[0].get("role") == "assistant" and not user_content_present(head + tail, latest))
+    if opened:
+        tail = [{k: v for k, v in latest.items() if k != "_compressed_summary"}, *tail]
     assembled, record["assembly"] = assemble(head, inserted, tail, cfg=cfg)
     into_summary = False
     if cfg.reinsert_latest_user:
-        reinserted = latest is not None and not user_content_present(assembled, latest)
-        if reinserted:
+        reinserted = opened or (latest is not None and not user_content_present(assembled, latest))
+        if reinserted and not opened:
             assembled, into_summary = _reinsert_latest_user(assembled, latest, merge=cfg.keep_latest_user)
     else:
         assembled, reinserted = ensure_real_user_turn(messages, assembled)
