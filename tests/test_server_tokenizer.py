@@ -197,13 +197,13 @@ def test_a_failing_or_slow_tokenizer_never_fails_the_call_and_is_asked_again(ser
     assert response.usage is None and server.client.tokenizer.dialects == ["llama-server", "llama-cpp-python"]
 
     def slow(path: str, raw: bytes) -> Reply:
-        time.sleep(1.0)
+        time.sleep(3.0)
         return route(path, raw)
 
     server.server.tokenizer_route = slow
     started = time.perf_counter()
     assert streamed(server.client, ChatRequest(messages=QUESTION)).usage is None
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 2.0  # gave up on the tokenizer (0.3 s timeout), with room for a busy machine
     server.server.tokenizer_route = route
     assert streamed(server.client, ChatRequest(messages=QUESTION)).usage_source == "server_template"
 
