@@ -51,6 +51,7 @@ from hermeslab.core.tokens import RunningCount, TokenCounter
 from hermeslab.providers import OfflineModel
 from hermeslab.session import Session
 from hermeslab.store import StoreWriter
+from hermeslab.store.writer import NOT_STORED
 from hermeslab.store.batch import Batch
 from hermeslab.tools import builtin_registry
 
@@ -103,6 +104,10 @@ class TimedProvider:
 class CommitClock:
     """Hands every event to the writer, timing what the writer makes the loop wait for.
 
+    Subscribed as the writer subscribes itself (``StoreWriter.attach``): every
+    event but the streamed fragments, which the lab does not keep, so with no
+    live display the loop builds none.
+
     ``waits_ms``: per turn, how long handing over ``TurnStarted`` took.
     ``started_uncommitted``: turns that started while an earlier turn's rows
     were not yet committed (the ``on_commit`` hook counts the turns each
@@ -115,7 +120,7 @@ class CommitClock:
         self.started_uncommitted = 0
         self._finished = 0  # turns handed over
         self._committed = 0  # turns whose commit the hook has seen
-        bus.subscribe(self.handle)
+        bus.subscribe(self.handle, skip=NOT_STORED)
         writer.on_commit(self._on_commit)
 
     def handle(self, event: Event) -> None:

@@ -1,6 +1,7 @@
 import logging
 
-from hermeslab.core.events import EventBus, MessageAdded, TurnFinished
+from hermeslab.core.events import EventBus, MessageAdded, TextDelta, TurnFinished
+from hermeslab.store import StoreWriter
 
 
 def test_bus_fans_out_and_survives_a_failing_subscriber(caplog):
@@ -43,3 +44,28 @@ def test_a_subscriber_may_name_the_events_it_wants_and_emitters_can_ask():
     everything()
     unsubscribe()
     assert not bus.wants(TurnFinished)
+
+
+def test_a_subscriber_may_name_the_events_it_never_wants():
+    bus = EventBus()
+    kept: list = []
+    unsubscribe = bus.subscribe(kept.append, skip=(TextDelta,))
+    assert bus.wants(TurnFinished) and not bus.wants(TextDelta)
+    bus.publish(TextDelta(session_id="s", text="frag"))
+    bus.publish(TurnFinished(session_id="s"))
+    assert [e.kind for e in kept] == ["turn_finished"]
+    display = bus.subscribe(lambda event: None, kinds=(TextDelta,))
+    assert bus.wants(TextDelta)
+    display()
+    assert not bus.wants(TextDelta)
+    unsubscribe()
+    assert not bus.wants(TurnFinished)
+
+
+def test_a_loop_watched_only_by_the_lab_builds_no_streamed_fragments(tmp_path):
+    """The writer keeps every event but the fragments, so with no live display none is built at all."""
+    bus = EventBus()
+    with StoreWriter(tmp_path / "lab.duckdb") as writer:
+        writer.attach(bus)
+        assert bus.wants(TurnFinished) and bus.wants(MessageAdded)
+        assert not bus.wants(TextDelta)

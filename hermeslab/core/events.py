@@ -240,22 +240,24 @@ Handler = Callable[[Event], None]
 class EventBus:
     """Synchronous fan-out. A failing subscriber is logged and never breaks the loop.
 
-    A subscriber may name the event types it wants; ``wants`` then lets an
-    emitter skip building events nobody would receive (a replay that only
-    counts tool results builds no other event).
+    A subscriber may name the event types it wants, or the ones it never
+    wants; ``wants`` then lets an emitter skip building events nobody would
+    receive (a replay that only counts tool results builds no other event).
     """
 
     def __init__(self) -> None:
         #: Replaced, never changed in place, so ``publish`` can read it without the lock.
-        self._handlers: tuple[tuple[Handler, tuple[type[Event], ...] | None], ...] = ()
+        self._handlers: tuple[tuple[Handler, tuple[type[Event], ...] | None, tuple[type[Event], ...]], ...] = ()
         self._lock = threading.Lock()
         self._everything = False
-        self._wanted: frozenset[type[Event]] = frozenset()
         self._verdicts: dict[type[Event], bool] = {}
 
-    def subscribe(self, handler: Handler, kinds: Iterable[type[Event]] | None = None) -> Callable[[], None]:
-        """Call ``handler`` with every event, or only with events of the types in ``kinds``."""
-        entry = (handler, None if kinds is None else tuple(kinds))
+    def subscribe(self, handler: Handler, kinds: Iterable[type[Event]] | None = None, *,
+                  skip: Iterable[type[Event]] = ()) -> Callable[[], None]:
+        """Call ``handler`` with every event, or only with events of the types in ``kinds``, never with
+        events of the types in ``skip`` (a consumer that keeps all but the streamed fragments names them
+        there, so a loop nobody watches live builds no fragment events)."""
+        entry = (handler, None if kinds is None else tuple(kinds), tuple(skip))
         with self._lock:
             self._handlers = (*self._handlers, entry)
             self._refresh()
@@ -276,12 +278,14 @@ class EventBus:
         verdicts = self._verdicts
         verdict = verdicts.get(event_type)
         if verdict is None:
-            verdict = verdicts[event_type] = any(issubclass(event_type, kind) for kind in self._wanted)
+            verdict = verdicts[event_type] = any(
+                (kinds is None or issubclass(event_type, kinds)) and not issubclass(event_type, skip)
+                for _, kinds, skip in self._handlers)
         return verdict
 
     def publish(self, event: Event) -> None:
-        for handler, kinds in self._handlers:  # the tuple of the moment: (un)subscribing meanwhile makes a new one
-            if kinds is not None and not isinstance(event, kinds):
+        for handler, kinds, skip in self._handlers:  # the tuple of the moment: (un)subscribing makes a new one
+            if (kinds is not None and not isinstance(event, kinds)) or (skip and isinstance(event, skip)):
                 continue
             try:
                 handler(event)
@@ -290,6 +294,5 @@ class EventBus:
 
     def _refresh(self) -> None:
         """Recompute what the subscribers want (the caller holds the lock)."""
-        self._everything = any(kinds is None for _, kinds in self._handlers)
-        self._wanted = frozenset(kind for _, kinds in self._handlers for kind in kinds or ())
+        self._everything = any(kinds is None and not skip for _, kinds, skip in self._handlers)
         self._verdicts = {}

@@ -83,33 +83,44 @@ def validate_message(message: Any, index: int = 0) -> None:
     if role not in ROLES:
         raise MessageValidationError(index, f"unknown role {role!r}")
     content = message.get("content")
-    if content is not None and not isinstance(content, (str, list)):
-        raise MessageValidationError(index, f"content must be a string or a list of parts, got {type(content).__name__}")
-    if isinstance(content, list):
-        for part_index, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") not in _CONTENT_PART_TYPES:
-                raise MessageValidationError(index, f"content part {part_index} has an unknown type")
-            if part["type"] == "text" and not isinstance(part.get("text"), str):
-                raise MessageValidationError(index, f"content part {part_index} has no text")
+    if type(content) is not str and content is not None:  # the common case, a string, decided by one check
+        if not isinstance(content, (str, list)):
+            raise MessageValidationError(
+                index, f"content must be a string or a list of parts, got {type(content).__name__}")
+        if isinstance(content, list):
+            _validate_parts(content, index)
     if role == "tool":
-        if not isinstance(message.get("tool_call_id"), str) or not message["tool_call_id"]:
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
             raise MessageValidationError(index, "tool message without tool_call_id")
-    if "tool_calls" in message and message["tool_calls"] is not None:
+    calls = message.get("tool_calls")
+    if calls is not None:
         if role != "assistant":
             raise MessageValidationError(index, f"{role} message carries tool_calls")
-        calls = message["tool_calls"]
         if not isinstance(calls, list):
             raise MessageValidationError(index, "tool_calls must be a list")
         for call_index, call in enumerate(calls):
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(call, dict) or not call.get("id") or not isinstance(function, dict):
-                raise MessageValidationError(index, f"tool call {call_index} needs an id and a function")
-            if not isinstance(function.get("name"), str) or not function["name"]:
-                raise MessageValidationError(index, f"tool call {call_index} has no function name")
-            if not isinstance(function.get("arguments", ""), str):
-                raise MessageValidationError(index, f"tool call {call_index} arguments must be a JSON string")
-    if role in ("system", "developer", "user") and content is None:
+            _validate_call(call, call_index, index)
+    if content is None and role in ("system", "developer", "user"):
         raise MessageValidationError(index, f"{role} message without content")
+
+
+def _validate_parts(content: list, index: int) -> None:
+    for part_index, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") not in _CONTENT_PART_TYPES:
+            raise MessageValidationError(index, f"content part {part_index} has an unknown type")
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise MessageValidationError(index, f"content part {part_index} has no text")
+
+
+def _validate_call(call: Any, call_index: int, index: int) -> None:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(call, dict) or not call.get("id") or not isinstance(function, dict):
+        raise MessageValidationError(index, f"tool call {call_index} needs an id and a function")
+    if not isinstance(function.get("name"), str) or not function["name"]:
+        raise MessageValidationError(index, f"tool call {call_index} has no function name")
+    if not isinstance(function.get("arguments", ""), str):
+        raise MessageValidationError(index, f"tool call {call_index} arguments must be a JSON string")
 
 
 def validate_messages(messages: Any, *, check_pairs: bool = True) -> None:
@@ -126,12 +137,15 @@ def validate_messages(messages: Any, *, check_pairs: bool = True) -> None:
         validate_message(message, index)
         if not check_pairs:
             continue
-        for call_id in tool_call_ids(message):
-            if call_id in seen_calls:
-                raise MessageValidationError(index, f"tool call id {call_id!r} is used twice")
-            seen_calls.add(call_id)
-            open_calls.add(call_id)
-        if message["role"] == "tool":
+        role = message["role"]
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                call_id = call.get("id", "")
+                if call_id in seen_calls:
+                    raise MessageValidationError(index, f"tool call id {call_id!r} is used twice")
+                seen_calls.add(call_id)
+                open_calls.add(call_id)
+        elif role == "tool":
             call_id = message["tool_call_id"]
             if call_id not in open_calls:
                 raise MessageValidationError(index, f"tool result {call_id!r} answers no open tool call")

@@ -41,6 +41,9 @@ from .skills import SkillLibrary
 from .snapshot import render_file, render_skills, render_snapshot, with_snapshot
 from .tools import memory_tool, skills_tools
 
+#: The events the manager acts on (nudge counters, the turn's text, the review gate).
+OBSERVED = (TurnStarted, TurnFinished, ApiCallStarted, ToolCallFinished)
+
 if TYPE_CHECKING:
     from hermeslab.agent import Agent
     from hermeslab.turn import TurnResult
@@ -94,7 +97,7 @@ class Memory:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._bus = bus
-        self._unsubscribe = bus.subscribe(self._observe)
+        self._unsubscribe = bus.subscribe(self._observe, kinds=OBSERVED)
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Let a running review finish (up to ``timeout`` s) and stop following the bus; True when none is left."""
@@ -174,7 +177,7 @@ class Memory:
 
     # ------------------------------------------------------------ internals
 
-    def _observe(self, event: Event) -> None:
+    def _observe(self, event: Event) -> None:  # only the kinds in OBSERVED arrive
         if isinstance(event, TurnStarted):
             self._turn_text, self._session_id, self._run_id = event.user_text, event.session_id, event.run_id
             self.nudges.user_turn()

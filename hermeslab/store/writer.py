@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 #: Events after which everything queued so far is written.
 FLUSH_TRIGGERS = (TurnFinished, SessionStarted, SessionEnded)
+#: Events the lab does not keep: streamed fragments, for live displays only.
+NOT_STORED = (TextDelta,)
 #: How many of the latest commit timings a writer keeps.
 TIMINGS_KEPT = 10_000
 
@@ -157,8 +159,8 @@ class StoreWriter:
         self.close()
 
     def attach(self, bus: EventBus) -> None:
-        """Receive every event published on ``bus`` from now on."""
-        self._unsubscribers.append(bus.subscribe(self.handle))
+        """Receive every event published on ``bus`` from now on, but the streamed fragments (not stored)."""
+        self._unsubscribers.append(bus.subscribe(self.handle, skip=NOT_STORED))
 
     def on_commit(self, hook: Callable[[Batch], None]) -> None:
         """Call ``hook(batch)`` on the committing thread right after each batch is committed.
@@ -181,7 +183,7 @@ class StoreWriter:
         ``TurnStarted`` may wait for commits that fell over ``max_commit_lag``
         behind (up to ``lock_timeout``).
         """
-        if isinstance(event, TextDelta):
+        if isinstance(event, NOT_STORED):
             return
         item = _snapshot(event)
         trigger = isinstance(event, FLUSH_TRIGGERS)
