@@ -14,8 +14,11 @@ invocation, so the ratios compare like with like on whatever else the machine
 is doing.
 
 The headline is ``cpu_ratio``: Hermes's CPU seconds over ours for the same
-replays. Ours: this process and its worker processes during ``run_ab`` (the
-memory sampler's own thread is left out and reported apart). Hermes's: its
+replays. The two sides need not make the same model calls (where the loop
+ends a turn early, ours makes fewer), so ``cpu_ratio_per_call`` divides each
+side's CPU seconds by its own calls first; the target is met when both reach
+it. Ours: this process and its worker processes during ``run_ab`` (the memory
+sampler's own thread is left out and reported apart). Hermes's: its
 worker's ``time.process_time`` around the replays alone, measured inside the
 worker, so sending the recordings, decoding them and encoding the answers are
 not charged to Hermes. Wall time (``speedup``) is reported too, but it is a
@@ -242,6 +245,10 @@ def main() -> None:
               "cpu_seconds_each": [run["cpu_seconds"] for run in hermes_runs]}
     hermes["replays_per_second"] = round(len(recordings) * len(windows) / hermes["seconds"], 1)
     cpu_ratio = hermes["cpu_seconds"] / ours["cpu_seconds"]
+    # The sides need not make the same calls (a turn the loop ends early makes fewer): per model call too.
+    calls = {side: sum(window["api_calls"] for window in run["by_window"].values()) for side, run in
+             (("hermes", hermes), ("hermeslab", ours))}
+    cpu_ratio_per_call = (hermes["cpu_seconds"] / calls["hermes"]) / (ours["cpu_seconds"] / calls["hermeslab"])
     speedup = hermes["seconds"] / ours["seconds"]
     all_ok = all(run["failed_cells"] == 0 for run in our_runs)
     record.finish({
@@ -250,12 +257,14 @@ def main() -> None:
         "repeat": options.repeat, "load_seconds": round(load_seconds, 2),
         "cpu_ratio": round(cpu_ratio, 2),
         "cpu_ratio_inputs": {"hermes_cpu_seconds": hermes["cpu_seconds"], "hermeslab_cpu_seconds": ours["cpu_seconds"]},
+        "cpu_ratio_per_call": round(cpu_ratio_per_call, 2),
+        "cpu_ratio_per_call_inputs": {"hermes_api_calls": calls["hermes"], "hermeslab_api_calls": calls["hermeslab"]},
         "speedup": round(speedup, 2),
         "speedup_inputs": {"hermes_seconds": hermes["seconds"], "hermeslab_seconds": ours["seconds"]},
         "speedup_comparable": options.workers == 1,
         "hermeslab": ours, "hermes": hermes, "agreement": agreed,
         "cpu_ratio_target": CPU_RATIO_TARGET, "memory_target_mb": MEMORY_TARGET_MB,
-        "all_cells_ok": all_ok, "meets_cpu_ratio": cpu_ratio >= CPU_RATIO_TARGET and all_ok,
+        "all_cells_ok": all_ok, "meets_cpu_ratio": min(cpu_ratio, cpu_ratio_per_call) >= CPU_RATIO_TARGET and all_ok,
         "meets_memory": ours["peak_rss_mb"] <= MEMORY_TARGET_MB,
     }, options.out)
 
