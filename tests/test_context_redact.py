@@ -9,7 +9,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.redact import redact, redact_exhaustive, redact_many, redact_message, redact_value
+from hermeslab.context.redact import (
+    _MARKERS,
+    _MARKERS_BY_ANCHOR,
+    _marked_lines,
+    _shadow,
+    redact,
+    redact_exhaustive,
+    redact_many,
+    redact_message,
+    redact_value,
+)
 from hermeslab.context.secret_patterns import RULES, placeholder
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "secrets_corpus.json").read_text(encoding="utf-8"))
@@ -209,3 +219,11 @@ def test_corpus_texts_give_the_same_result_prefiltered_or_exhaustive_alone_and_j
 def test_redacting_many_texts_at_once_gives_each_its_own_redaction(texts):
     assert redact_many(texts) == [redact(text) for text in texts]
 
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(PLANTS), st.text(max_size=40)), max_size=24))
+def test_the_single_marker_regex_and_the_anchored_ones_mark_the_same_lines(parts):
+    """Long texts are scanned one anchored regex at a time, short ones with the single alternation."""
+    shadow = _shadow("".join(parts))
+    assert _marked_lines(shadow, (_MARKERS,)) == _marked_lines(shadow, _MARKERS_BY_ANCHOR)
