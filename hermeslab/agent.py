@@ -24,7 +24,7 @@ from .core.messages import open_tool_calls, strip_surrogates, tool_calls_of
 from .core.provider import Provider, ProviderError
 from .core.tokens import TokenCounter, default_counter
 from .recovery import Classification, CredentialRefresh, ProviderSlot, RecoveryAction, RecoveryFailed, is_empty
-from .recovery.repair import history_copy
+from .recovery.repair import history_copy, read_tool_arguments
 from .recovery.turn import TurnRecovery
 from .session import Session, SessionManager, new_trace_id, title_from
 from .tools.executor import execute_tool_calls, tool_events
@@ -79,7 +79,8 @@ class Agent:
             memory.attach(self.bus)
         self._stop, self._turn_lock = threading.Event(), threading.Lock()
         self.calls = ModelCalls(config, self.recovery, self.context, emit=self._emit, stop=self._stop, sleep=sleep,
-                                schemas=self._schemas, overflow=self._overflow)
+                                schemas=self._schemas, overflow=self._overflow, wants=self.bus.wants,
+                                read_arguments=self._read_arguments)
         self._trace_id, self._turn_added = "", []
         self._warned_repeated_compression = False
 
@@ -158,14 +159,16 @@ class Agent:
         self._trace_id, self._turn_added, self.calls.count = new_trace_id(), [], 0
         self.recovery.begin_turn()
         self._emit(TurnStarted, user_text=text)
-        too_large = self.context.too_large([strip_surrogates(t) for t in texts], self.messages, self._schemas())
+        users = [{"role": "user", "content": t if t.isascii() else strip_surrogates(t)}  # ASCII holds no surrogate
+                 for t in texts]
+        too_large = self.context.too_large(users, self.messages, self._schemas())
         recall = self.memory is not None and texts and too_large is None
         recalled = self.memory.recall(text, self.session.id) if recall else None
         if recalled is not None:
             self._add(recalled, None)
         parent = self.session.message_ids[-1] if not texts and self.session.message_ids else None
-        for part in texts if too_large is None else ():  # a message that cannot fit never enters the history
-            parent = self._add({"role": "user", "content": strip_surrogates(part)}, parent)
+        for message in users if too_large is None else ():  # a message that cannot fit never enters the history
+            parent = self._add(message, parent)
         try:
             if too_large is not None:
                 raise RecoveryFailed("input_too_large", too_large, final_text=too_large)
@@ -262,6 +265,10 @@ class Agent:
             self._warned_repeated_compression = True
             self._notice(f"the context was compressed {count} times; details from early turns may be lost")
         return compaction
+
+    def _read_arguments(self, message: dict[str, Any]) -> list[dict[str, Any] | ValueError]:
+        """A reply's tool-call arguments, parsed (``recovery.repair.read_tool_arguments``)."""
+        return read_tool_arguments(message)
 
     def _schemas(self) -> list[dict[str, Any]] | None:
         return self.tools.schemas() or None

@@ -41,9 +41,14 @@ class ModelCalls:
 
     def __init__(self, config: Config, recovery: TurnRecovery, context: ContextDriver, *,
                  emit: Callable[..., None], stop: threading.Event, sleep: Callable[[float], None],
-                 schemas: Callable[[], list[dict[str, Any]] | None], overflow: Callable[[Classification], None]):
+                 schemas: Callable[[], list[dict[str, Any]] | None], overflow: Callable[[Classification], None],
+                 wants: Callable[[type], bool] = lambda event_type: True,
+                 read_arguments: Callable[[Message], list[dict[str, Any] | ValueError]] = read_tool_arguments):
         self.config, self.recovery, self.context = config, recovery, context
         self._emit, self._stop, self._sleep = emit, stop, sleep
+        #: Whether anyone reads events of a type: the call events' fields are not even gathered otherwise.
+        self._wants = wants
+        self._read_arguments = read_arguments
         self._schemas, self._overflow = schemas, overflow
         self.count = 0
         self._parsed: tuple[Message | None, list] = (None, [])  # a reply and its parsed tool arguments
@@ -86,7 +91,8 @@ class ModelCalls:
             counted = self.context.count_request(messages, request.tools, history)
             estimate = self.context.calibration.apply(counted)
             fields = {"call_index": call_index, "attempt": attempt, "estimated_prompt_tokens": estimate}
-            self._emit(ApiCallStarted, **fields, message_count=len(messages))
+            if self._wants(ApiCallStarted):
+                self._emit(ApiCallStarted, **fields, message_count=len(messages))
             started = time.perf_counter()
             try:
                 response = receive(slot.provider, request, stream=self.config.agent.stream, on_delta=self._delta,
@@ -121,18 +127,19 @@ class ModelCalls:
             # The messages' text alone (no template markers) reads low: not a prompt size to calibrate by.
             self.context.observe(counted, None if source in (ESTIMATE, SERVER_TOKENIZER) else usage.prompt_tokens)
             result.add_usage(usage)
-            self._emit(ApiCallFinished, **fields, model=response.model or request.model,
-                       prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                       cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
-                       reasoning_tokens=usage.reasoning_tokens, usage_estimated=estimated,
-                       usage_source=source,
-                       latency_ms=_ms_since(started), finish_reason=response.finish_reason)
+            if self._wants(ApiCallFinished):
+                self._emit(ApiCallFinished, **fields, model=response.model or request.model,
+                           prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                           cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                           reasoning_tokens=usage.reasoning_tokens, usage_estimated=estimated,
+                           usage_source=source,
+                           latency_ms=_ms_since(started), finish_reason=response.finish_reason)
             return response
 
     def arguments(self, message: Message) -> list[dict[str, Any] | ValueError]:
         """The reply's tool-call arguments, parsed once for the malformed check, the history copy and the tools."""
         if self._parsed[0] is not message:
-            self._parsed = (message, read_tool_arguments(message))
+            self._parsed = (message, self._read_arguments(message))
         return self._parsed[1]
 
     def wait(self, seconds: float) -> None:

@@ -25,6 +25,9 @@ class TurnResult:
     error: str | None = None
 
     def add_usage(self, usage: Usage) -> None:
-        for name in ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens",
-                     "reasoning_tokens"):
-            setattr(self.usage, name, getattr(self.usage, name) + getattr(usage, name))
+        total = self.usage  # once per model call: plain attribute sums
+        total.prompt_tokens += usage.prompt_tokens
+        total.completion_tokens += usage.completion_tokens
+        total.cache_read_tokens += usage.cache_read_tokens
+        total.cache_write_tokens += usage.cache_write_tokens
+        total.reasoning_tokens += usage.reasoning_tokens

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from hermeslab.core import tokens
+from hermeslab.core import rough
 from hermeslab.core.rough import (LONG_ARGUMENTS, ROUGH_MESSAGE_OVERHEAD, call_repr_length, known_newlines,
                                   rough_message_tokens,
                                   rough_messages_tokens, rough_reply_tokens, rough_tool_schema_tokens,
@@ -283,6 +284,17 @@ def test_the_rough_list_estimate_stays_exact_over_alternating_lists_and_replaced
     assert rough_message_tokens(history[1]) == (ROUGH_MESSAGE_OVERHEAD + len(history[1]["content"]) // 4
                                                 + len(str(history[1]["tool_calls"][0])) // 4)
     assert rough_messages_tokens(history) == _rough_uncached(history)
+
+
+def test_the_rough_list_estimate_of_a_grown_history_measures_only_its_new_messages():
+    history = [{"role": "system", "content": "s" * 300}]
+    history += [{"role": "user", "content": f"message {index}"} for index in range(20)]
+    rough_messages_tokens(history)
+    rough_messages_tokens(history[:1])  # the system message alone, measured last: a shorter prefix of the history
+    history.append({"role": "assistant", "content": "the one new message"})
+    with mock.patch("hermeslab.core.rough._repr_sizes", wraps=rough._repr_sizes) as sizes:
+        assert rough_messages_tokens(history) == _rough_uncached(history)
+    assert sizes.call_count == 1
 
 
 @given(_REPR_TEXT)

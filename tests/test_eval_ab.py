@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import gc
 import json
+import weakref
 from pathlib import Path
 
 import duckdb
@@ -57,6 +59,22 @@ def interruptible(recording: Recording, config: Config) -> dict[str, float | int
 
 def returns_text(recording: Recording, config: Config) -> dict:
     return {"messages": "many"}
+
+
+class _Cyclic:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+#: Weak references to the cyclic garbage ``collector_state`` cells leave behind.
+LEFT_BEHIND: list[weakref.ref] = []
+
+
+def collector_state(recording: Recording, config: Config) -> dict[str, int]:
+    LEFT_BEHIND.append(weakref.ref(_Cyclic()))
+    return {"collector_on": int(gc.isenabled())}
 
 
 def with_offset(recording: Recording, config: Config, offset: int = 0) -> dict[str, int]:
@@ -206,6 +224,25 @@ def test_a_failing_cell_becomes_an_error_row_and_the_run_goes_on():
     assert failed["error"].str.startswith("RuntimeError: cannot measure bad! (at test_eval_ab.py:").all()
     assert failed["messages"].isna().all()
     assert (frame.loc[frame["session_id"] != "bad!", "status"] == "ok").all()
+
+
+def test_cells_run_with_the_collector_paused_and_their_cyclic_garbage_is_freed_after_each():
+    LEFT_BEHIND.clear()
+    assert gc.isenabled()
+    frame = run(SESSIONS[:3], {"a": "seed"}, cell=collector_state)
+    assert frame["collector_on"].tolist() == [0, 0, 0]
+    assert gc.isenabled()
+    assert len(LEFT_BEHIND) == 3 and all(ref() is None for ref in LEFT_BEHIND)
+
+
+def test_a_caller_that_turned_the_collector_off_keeps_it_off():
+    gc.disable()
+    try:
+        frame = run(SESSIONS[:1], {"a": "seed"}, cell=collector_state)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert frame["collector_on"].tolist() == [0]
 
 
 def test_a_cell_returning_text_fails_with_the_reason():

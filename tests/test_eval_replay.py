@@ -91,6 +91,20 @@ def test_a_plain_session_is_one_turn_and_every_call_is_replayed_as_recorded():
     assert set(run.deviations.values()) == {0}
 
 
+def test_a_fast_replay_reads_recorded_arguments_from_the_plan_and_makes_the_same_calls(monkeypatch):
+    rec = recording(user("Fix the parser."), reply("Looking.", ("c1", "cat parser.py"), ("c2", "ls")),
+                    result("c1", "def parse(): ..."), result("c2", "parser.py"), reply("Fixed."))
+    full = replay(rec, seed())
+
+    def refuse(message):
+        raise AssertionError("a recorded reply's arguments were parsed again")
+
+    monkeypatch.setattr("hermeslab.agent.read_tool_arguments", refuse)
+    fast = replay(rec, seed(), fast=True)
+    assert [call.messages for call in fast.calls] == [call.messages for call in full.calls]
+    assert fast.deviations == full.deviations and fast.statuses == ["completed"]
+
+
 def test_a_recording_given_new_messages_is_planned_again():
     rec = recording(user("Fix the parser."), reply("Looking.", ("c1", "cat parser.py")), result("c1", "def parse(): ..."),
                     reply("Fixed."))

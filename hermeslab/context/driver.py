@@ -102,8 +102,9 @@ class ContextDriver:
         """Local token count of a request; a ``messages`` that extends ``history`` counts only the extension anew."""
         if messages is history or (history and len(messages) >= len(history)
                                    and messages[len(history) - 1] is history[-1]):
-            counted = self._history_tokens.total(history) + sum(
-                self.counter.count_message(m) for m in messages[len(history):])
+            counted = self._history_tokens.total(history)
+            if len(messages) > len(history):  # a scaffold after the history
+                counted += sum(self.counter.count_message(m) for m in messages[len(history):])
         else:
             counted = sum(self.counter.count_message(m) for m in messages)
         return counted + REPLY_PRIMING + self.counter.count_tools(tools)
@@ -164,13 +165,18 @@ class ContextDriver:
         if self.compactor is not None:
             self.compactor.policy.observe_prompt_tokens(reported)
 
-    def too_large(self, texts: Sequence[str], history: Sequence[Message], tools: Sequence[dict] | None) -> str | None:
+    def too_large(self, messages: Sequence[Message], history: Sequence[Message],
+                  tools: Sequence[dict] | None) -> str | None:
         """Why a user message cannot be sent at all (it alone, with the system prompt and the tool schemas, is over
-        the window), in one sentence for the user; None when every message could fit."""
+        the window), in one sentence for the user; None when every message could fit.
+
+        ``messages`` are the user messages as they would enter the history, so
+        the counts taken here are the ones the history's later counts reuse.
+        """
         system = list(history[:1]) if history and history[0].get("role") == "system" else []
         fixed = self.measure(system, tools)
-        for text in texts:
-            tokens = self.calibration.apply(self.counter.count_message({"role": "user", "content": text}))
+        for message in messages:
+            tokens = self.calibration.apply(self.counter.count_message(message))
             if fixed + tokens > self.window:
                 return (f"Your message alone is {tokens:,} tokens; with the system prompt and tool schemas "
                         f"({fixed:,} tokens) it cannot fit the {self.window:,}-token window, so it was not sent and "

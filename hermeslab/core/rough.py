@@ -278,14 +278,15 @@ def rough_messages_tokens(messages: Sequence[Message]) -> int:
     start = chars = images = 0
     found = None
     if messages:
-        first = messages[0]
-        for entry in recent:
+        first, length = messages[0], len(messages)
+        for entry in recent:  # the longest list this one extends: the system message alone is a prefix too
             last = entry[0]
             count = len(last)
-            if (len(messages) >= count and last[0] is first and messages[count - 1] is last[-1]
-                    and (messages == last if len(messages) == count else messages[:count] == last)):
+            if (start < count <= length and last[0] is first and messages[count - 1] is last[-1]
+                    and (messages == last if length == count else messages[:count] == last)):
                 found, start, chars, images = entry, count, entry[1], entry[2]
-                break
+                if count == length:
+                    break
     if found is not None and start == len(messages):  # measured as it is: nothing to add or copy
         if recent[0] is not found:
             _recent_lists = [found] + [entry for entry in recent if entry is not found]
@@ -303,7 +304,7 @@ def rough_messages_tokens(messages: Sequence[Message]) -> int:
 #: Tool lists measured, by identity (with their length, and held so the id stays theirs): a loop offers
 #: the same list object on every call, and an A/B run replays each recording's list under every config.
 _tool_schema_tokens: dict[int, tuple[Any, int, int]] = {}
-_TOOL_SCHEMA_LISTS_MAX = 256
+_TOOL_SCHEMA_LISTS_MAX = 4_096
 
 
 def rough_tool_schema_tokens(tools: Sequence[dict] | None) -> int:

@@ -80,6 +80,9 @@ _TEXT_WORDS_MAX = 50_000
 #: Word sets of recorded replies, by the identity of their content and tool calls (bounded; cleared when full).
 _REPLY_WORDS: dict[tuple[int, int], tuple[Any, Any, frozenset[str]]] = {}
 _REPLY_WORDS_MAX = 100_000
+#: Tool-call arguments with their string escapes read (bounded; cleared when full).
+_READ_ARGUMENTS: dict[str, str] = {}
+_READ_ARGUMENTS_MAX = 50_000
 
 
 def measure(run: ReplayRun, prices: Mapping[str, Price] | None = None) -> dict[str, float | int | str]:
@@ -266,10 +269,15 @@ def retention(run: ReplayRun) -> tuple[int, int]:
 
 def word_set(text: str) -> set[str]:
     """The distinct words of a text, as the module docstring defines them (string methods only, C speed)."""
+    return set(_words(text))
+
+
+def _words(text: str) -> list[str]:
+    """Every word of a text in order, repeats included (``word_set`` without the set)."""
     spaced = text.translate(_SEPARATORS)
     for mark in _CLAUSE_ENDS:
         spaced = spaced.replace(mark, " ")
-    return set(spaced.rstrip(".,:").split())
+    return spaced.rstrip(".,:").split()
 
 
 def text_words(text: str) -> frozenset[str]:
@@ -277,7 +285,7 @@ def text_words(text: str) -> frozenset[str]:
     texts under every config replayed over a recording."""
     words = _TEXT_WORDS.get(text)
     if words is None:
-        words = frozenset(word_set(text))
+        words = frozenset(_words(text))
         if len(_TEXT_WORDS) >= _TEXT_WORDS_MAX:
             _TEXT_WORDS.clear()
         _TEXT_WORDS[text] = words
@@ -296,7 +304,7 @@ def reply_words(reply: dict[str, Any]) -> frozenset[str]:
     entry = _REPLY_WORDS.get(key)
     if entry is not None and entry[0] is content and entry[1] is calls:
         return entry[2]
-    words = frozenset(word_set(message_text(reply)))
+    words = frozenset(_words(message_text(reply)))
     if len(_REPLY_WORDS) >= _REPLY_WORDS_MAX:
         _REPLY_WORDS.clear()
     _REPLY_WORDS[key] = (content, calls, words)
@@ -330,7 +338,19 @@ def message_text(message: dict[str, Any]) -> str:
     if not calls:
         return text
     arguments = ((call.get("function") or {}).get("arguments") or "" for call in calls)
-    return "\n".join([text, *(_JSON_ESCAPE.sub(_unescape, raw) if "\\" in raw else raw for raw in arguments)])
+    return "\n".join([text, *(_read_escapes(raw) if "\\" in raw else raw for raw in arguments)])
+
+
+def _read_escapes(raw: str) -> str:
+    """``raw`` with its JSON string escapes read, remembered by text: every config replayed over a recording
+    reads the same recorded arguments, in its replies and in its history."""
+    read = _READ_ARGUMENTS.get(raw)
+    if read is None:
+        read = _JSON_ESCAPE.sub(_unescape, raw)
+        if len(_READ_ARGUMENTS) >= _READ_ARGUMENTS_MAX:
+            _READ_ARGUMENTS.clear()
+        _READ_ARGUMENTS[raw] = read
+    return read
 
 
 #: A JSON string escape other than ``\\uXXXX``; matched left to right, so an escaped backslash is one unit.

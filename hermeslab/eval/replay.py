@@ -52,7 +52,7 @@ from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.types import Summariser, SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
 from hermeslab.core.events import Event, EventBus, SessionStarted, ToolCallFinished
-from hermeslab.core.messages import strip_surrogates
+from hermeslab.core.messages import strip_surrogates, tool_calls_of
 from hermeslab.core.tokens import TokenCounter, counter_for, encoding_for_model
 from hermeslab.providers.replay import Refusal, ReplayProvider, ServedCall, make_counter
 from hermeslab.recordings import Recording
@@ -280,7 +280,8 @@ class _Driver:
         self.provider.position, self.provider.end = turn.first_reply, turn.first_reply + turn.replies
         self.agent.tools.forget_before(turn.first_reply)
         if turn.users:
-            self.user = strip_surrogates(turn.users[-1])
+            last = turn.users[-1]
+            self.user = last if last.isascii() else strip_surrogates(last)
             counts["queued_user_messages"] += len(turn.users) - 1
         else:
             counts["turns_without_user"] += 1
@@ -312,10 +313,22 @@ class _FastAgent(Agent):
     What the executor appends for a recorded call of a registered tool is
     exactly its recorded result, so the history, and every decision taken on
     it, is the same. Anything else (a tool name no tool may have) goes through
-    the executor as in the full replay, and is counted the same way.
+    the executor as in the full replay, and is counted the same way. A
+    recorded reply's arguments are not parsed again: the plan parsed the very
+    same texts (the loop only reads them, and the recorded tools only compare them).
     """
 
     driver: _Driver
+
+    def _read_arguments(self, message: dict[str, Any]) -> list[dict[str, Any] | ValueError]:
+        """A recorded reply's arguments as the plan parsed them (a recording that plans has no broken ones)."""
+        recorded, parsed = self.driver.plan.arguments, []
+        for call in tool_calls_of(message):
+            entry = recorded.get(call.get("id"))
+            if entry is None or entry[0] is not (call.get("function") or {}).get("arguments"):
+                return super()._read_arguments(message)
+            parsed.append(entry[1])
+        return parsed
 
     def _run_tools(self, calls: list[dict], assistant_id: str, arguments: list) -> None:
         results, turn = self.driver.plan.results, self.driver.turn

@@ -11,8 +11,9 @@ loop's tool calls from it through the agent's own executor.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from hermeslab.core.messages import parse_tool_arguments
 from hermeslab.recordings import Recording, RecordingError, RecordingProblem, validate_recording
@@ -42,6 +43,8 @@ class ReplayPlan:
     calls: dict[str, list[tuple[dict[str, Any], str, int]]]
     #: Recorded messages no call can carry: a system message after the start, user messages after the last reply.
     unsent: int
+    #: Every recorded tool call's arguments by call id: the recorded text and what it parses to.
+    arguments: dict[str, tuple[Any, dict[str, Any]]]
 
     @property
     def longest_turn(self) -> int:
@@ -67,6 +70,7 @@ def plan_replay(messages: Sequence[dict[str, Any]]) -> ReplayPlan:
     results: dict[str, str] = {}
     calls: dict[str, list[tuple[dict[str, Any], str, int]]] = {}
     pending: dict[str, tuple[str, dict[str, Any], int]] = {}  # call id -> (tool, arguments, reply), not answered
+    parsed: dict[str, tuple[Any, dict[str, Any]]] = {}
     users: list[str] = []
     unsent = 0
     replies = 0
@@ -80,7 +84,7 @@ def plan_replay(messages: Sequence[dict[str, Any]]) -> ReplayPlan:
                 if turn is not None:
                     turns.append(turn.plan())
                 turn, users = _OpenTurn(tuple(users), replies), []
-            issued = _issued_calls(message, index, replies, pending, results)
+            issued = _issued_calls(message, index, replies, pending, results, parsed)
             turn.replies += 1
             turn.last_call = issued[-1] if issued else None
             replies += 1
@@ -105,7 +109,7 @@ def plan_replay(messages: Sequence[dict[str, Any]]) -> ReplayPlan:
         turns.append(turn.plan())
     if pending:
         raise _Shape(f"tool call {next(iter(pending))!r} is never answered by a tool message")
-    return ReplayPlan(system_prompt, tuple(turns), results, calls, unsent + len(users))
+    return ReplayPlan(system_prompt, tuple(turns), results, calls, unsent + len(users), parsed)
 
 
 @dataclass
@@ -129,8 +133,9 @@ def _text(message: dict[str, Any], index: int) -> str:
 
 
 def _issued_calls(message: dict[str, Any], index: int, reply: int, pending: dict[str, tuple[str, dict[str, Any], int]],
-                  results: dict[str, str]) -> list[str]:
-    """Ids of an assistant message's tool calls, each registered as pending with its parsed arguments."""
+                  results: dict[str, str], parsed: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
+    """Ids of an assistant message's tool calls, each registered as pending with its parsed arguments
+    (and its arguments' text and parse kept in ``parsed``)."""
     ids = []
     for number, call in enumerate(message.get("tool_calls") or ()):
         function = call.get("function") if isinstance(call, dict) else None
@@ -145,6 +150,7 @@ def _issued_calls(message: dict[str, Any], index: int, reply: int, pending: dict
         except (ValueError, TypeError, AttributeError) as exc:
             raise _Shape(f"message {index}: tool call {number}: {exc}") from None
         pending[call_id] = (function["name"], arguments, reply)
+        parsed[call_id] = (function.get("arguments"), arguments)
         ids.append(call_id)
     return ids
 

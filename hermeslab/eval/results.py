@@ -126,7 +126,7 @@ def sql_type(values: Sequence[Any]) -> str:
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, str) for v in present):
         return "VARCHAR"
-    if all(isinstance(v, numbers.Integral) for v in present):
+    if all(type(v) is int or isinstance(v, numbers.Integral) for v in present):
         return "BIGINT"
     return "DOUBLE"
 
@@ -313,6 +313,11 @@ def _without_secrets(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> float | int | str | None:
+    kind = type(value)  # plain ints and floats first: a run stores one per metric and cell
+    if kind is int:
+        return value
+    if kind is float:
+        return None if math.isnan(value) else value
     if isinstance(value, str):
         return value
     if value is None or isinstance(value, bool):

@@ -36,7 +36,7 @@ def repair_message_encoding(message: Message) -> Message | None:
 
     Nearly every reply is clean, so it is checked first and copied only when it is not.
     """
-    if not any(_surrogates_in(text) for text in _texts(message)):
+    if not _needs_repair(message):
         return None
     changed = False
 
@@ -63,16 +63,27 @@ def repair_message_encoding(message: Message) -> Message | None:
     return fixed if changed else None
 
 
-def _texts(message: Message) -> Iterable[Any]:
-    """The message's text fields that ``repair_message_encoding`` repairs."""
+def _needs_repair(message: Message) -> bool:
+    """Whether a text field that ``repair_message_encoding`` repairs holds a lone surrogate.
+
+    Runs on every reply, so it is a plain walk: an ASCII text (nearly all) is
+    ruled out by one C call.
+    """
     content = message.get("content")
-    if isinstance(content, list):
-        yield from (part["text"] for part in content if isinstance(part, dict) and "text" in part)
-    else:
-        yield content
+    if type(content) is list:
+        if any(_surrogates_in(part["text"]) for part in content if isinstance(part, dict) and "text" in part):
+            return True
+    elif type(content) is not str or not content.isascii():
+        if _surrogates_in(content):
+            return True
     for call in message.get("tool_calls") or ():
-        if isinstance(call, dict) and isinstance(call.get("function"), dict):
-            yield call["function"].get("arguments")
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            arguments = function.get("arguments")
+            if type(arguments) is not str or not arguments.isascii():
+                if _surrogates_in(arguments):
+                    return True
+    return False
 
 
 def _surrogates_in(text: Any) -> bool:
@@ -104,6 +115,8 @@ REQUEST_REPAIRS = {"strip_images": strip_tool_images, "drop_reasoning": drop_rea
 
 def repaired_request(messages: list[Message], repairs: Iterable[str]) -> list[Message]:
     """``messages`` as a provider that needs ``repairs`` must receive them (the history is left alone)."""
+    if not repairs:  # every call asks; nearly every provider needs none
+        return messages
     for name in sorted(repairs):
         messages = REQUEST_REPAIRS[name](messages)
     return messages

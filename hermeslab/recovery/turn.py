@@ -153,7 +153,7 @@ class TurnRecovery:
 
     def retry_malformed(self, message: Message, arguments: list[dict[str, Any] | ValueError]) -> bool:
         """Tool calls whose arguments are not JSON: True to ask again (within budget) before any tool runs."""
-        if not malformed_tool_calls(message, arguments):
+        if all(type(parsed) is dict for parsed in arguments) or not malformed_tool_calls(message, arguments):
             return False
         if self._argument_retries >= self.cfg.max_argument_retries:
             self.log.record("malformed_tool_arguments", "give_up", self._argument_retries,
