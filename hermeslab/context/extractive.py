@@ -53,6 +53,8 @@ _UNCLOSED_THINK = re.compile(r"<(?:think|thinking|reasoning|reflection)>.*\Z", r
 
 def strip_think(text: str) -> str:
     """Assistant text without inline reasoning blocks; an unclosed block runs to the end."""
+    if "<" not in text:  # no block can open: skip both scans
+        return text.strip()
     return _UNCLOSED_THINK.sub("", _THINK_BLOCK.sub("", text)).strip()
 
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.rough import is_image_part, known_newlines
@@ -34,8 +33,9 @@ TRUNCATION_MARKER = "...[truncated]"
 _ONE_LINE_MAX_CHARS = 180
 
 
-@dataclass(frozen=True, slots=True)
-class PruneDecision:
+class PruneDecision(NamedTuple):
+    """What one pass did to one message (a tuple: a prune makes dozens, and a tuple is the cheapest record)."""
+
     index: int
     #: ``dedupe``, ``one_line``, ``image_placeholder`` or ``shrink_args``.
     action: str
@@ -70,7 +70,9 @@ def compute_prune_boundary(messages: Sequence[dict], *, tail_token_budget: int, 
 
 def _single_line(value: Any, limit: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    # Already one line of single spaces (printable excludes every other white space): nothing to collapse.
+    if not (text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "):
+        text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

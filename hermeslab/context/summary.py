@@ -24,9 +24,9 @@ import json
 import re
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from hermeslab.core.messages import text_of, tool_calls_of
+from hermeslab.core.messages import text_of
 from hermeslab.core.provider import ChatRequest, Provider, ProviderError
 from hermeslab.core.tokens import REPLY_PRIMING, default_counter
 
@@ -124,7 +124,7 @@ def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX
     if not isinstance(messages, list):
         raise TypeError(f"serialise_span() needs a list of messages, got {type(messages).__name__}")
     labels: list[str] = []
-    calls: list[list[tuple[str, str | None]]] = []
+    calls: list[Sequence[tuple[str, str | None]]] = []
     texts: list[str] = []  # each body, then the arguments of its calls
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
@@ -135,8 +135,12 @@ def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX
         else:
             labels.append(f"[{str(role or 'unknown').upper()}]")
         body = _flatten(message.get("content"))
-        texts.append(strip_think(body) if role == "assistant" else body)
-        parts = [_call_parts(call) for call in tool_calls_of(message)]
+        if role != "assistant":
+            texts.append(body)
+            calls.append(())
+            continue
+        texts.append(strip_think(body))
+        parts = [_call_parts(call) for call in message.get("tool_calls") or ()]
         texts += [arguments for _, arguments in parts if arguments is not None]
         calls.append(parts)
     redacted = iter(redact_many(texts))
