@@ -24,6 +24,11 @@ from typing import Any, Callable, Sequence
 from .cache import bounded_put
 from .messages import Message
 
+try:
+    from ._reprlen import ascii_repr_length
+except ImportError:  # built without a compiler: measured in Python
+    ascii_repr_length = None
+
 #: Characters per token.
 CHARS_PER_TOKEN = 4
 #: Characters one image part is worth in the rough per-message walk (1,600 tokens).
@@ -218,18 +223,18 @@ _PLAIN_ASCII = bytes(c for c in range(32, 127) if chr(c) not in "\\'\"")
 def str_repr_length(text: str) -> int:
     """``len(repr(text))`` without building the repr, for the long tool outputs the list estimate measures.
 
-    An ASCII text's repr is its characters, two quotes and the escapes, so
-    those are counted on the few characters left once the plain ones are
-    deleted (C-speed passes, a third of the repr's time): a backslash, newline,
-    carriage return or tab takes two characters, another control character
-    four (``\\xNN``), and a single quote two unless the text has single quotes
-    and no double ones (the repr is then double-quoted). Other texts take
-    the repr itself.
+    An ASCII text's repr is its characters, two quotes and the escapes: a
+    backslash, newline, carriage return or tab takes two characters, another
+    control character four (``\\xNN``), and a single quote two unless the text
+    has single quotes and no double ones (the repr is then double-quoted).
+    Those are counted in one pass by the C helper where it was built, else
+    on the few characters left once the plain ones are deleted (C-speed
+    passes, a third of the repr's time). Other texts take the repr itself.
     """
     return _repr_length_and_newlines(text)[0]
 
 
-def _repr_length_and_newlines(text: str) -> tuple[int, int | None]:
+def _repr_length_and_newlines_in_python(text: str) -> tuple[int, int | None]:
     """``str_repr_length`` and, for an ASCII text, its newlines, which the same pass finds."""
     if not text.isascii():
         return len(repr(text)), None
@@ -245,6 +250,14 @@ def _repr_length_and_newlines(text: str) -> tuple[int, int | None]:
         controls -= others
     escaped_singles = 0 if singles and not doubles else singles
     return len(text) + 2 + two_char + 3 * controls + escaped_singles, newlines
+
+
+def _repr_length_and_newlines(text: str) -> tuple[int, int | None]:
+    """``_repr_length_and_newlines_in_python``, by the C helper's one pass where it was built."""
+    if ascii_repr_length is None:
+        return _repr_length_and_newlines_in_python(text)
+    counted = ascii_repr_length(text)
+    return (len(repr(text)), None) if counted is None else counted
 
 
 def known_newlines(text: str) -> int | None:
