@@ -230,6 +230,19 @@ def test_running_count_answers_a_prefix_and_keeps_counting_the_longer_history():
     assert counter.measured == [history[-1], retried[-1]]
 
 
+def test_running_count_counts_again_a_message_replaced_in_the_middle_of_the_history():
+    """An encoding repair puts a fixed copy at the same position of the history: the total must follow it."""
+    from hermeslab.core.tokens import RunningCount
+
+    counter = TokenCounter()
+    running = RunningCount(counter)
+    history = [{"role": "user", "content": f"message {i}"} for i in range(6)]
+    running.total(history)
+    history[2] = {"role": "user", "content": "a much longer message put in place of the third one " * 5}
+    assert running.total(history) == sum(counter.count_message(m) for m in history)
+    assert running.total(tuple(history)) == sum(counter.count_message(m) for m in history)
+
+
 def test_a_message_edited_in_place_is_counted_again():
     counter = TokenCounter()
     message = {"role": "user", "content": "short"}

@@ -548,8 +548,9 @@ class RunningCount:
     before a message that was just dropped again) is answered without losing
     the longer count. A list that differs from the counted one from some point
     on (a compression replaced it, a retry appended another message) is
-    counted from that point. As everywhere in hermeslab, a message in place
-    (the same object at the same position) stands for all before it.
+    counted from that point. The counted prefix is compared whole (a C-speed
+    pass that finds each message by identity), so a message replaced anywhere,
+    as an encoding repair replaces one in the history, is counted again.
     """
 
     def __init__(self, counter: TokenCounter | None = None):
@@ -560,9 +561,14 @@ class RunningCount:
     def total(self, messages: Sequence[Message]) -> int:
         """Tokens of ``messages`` (without reply priming)."""
         counted, sums = self._counted, self._sums
+        if type(messages) is not list:
+            messages = list(messages)
         shared = min(len(messages), len(counted))
         while shared and messages[shared - 1] is not counted[shared - 1]:
             shared -= 1
+        if messages[:shared] != counted[:shared]:  # one replaced further back
+            shared = next(index for index, (new, old) in enumerate(zip(messages, counted))
+                          if new is not old and new != old)
         if shared == len(messages):
             return sums[shared]
         del counted[shared:], sums[shared + 1:]
