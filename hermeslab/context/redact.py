@@ -256,10 +256,13 @@ def redact_many(texts: Sequence[str]) -> list[str]:
     """
     for text in texts:
         _check(text)
-    texts = [_without_blocks(text) for text in texts]
+    joined = "\n".join(texts)
+    if _without_blocks(joined) is not joined:  # a block rule's trigger occurs (perhaps across two texts)
+        texts = [_without_blocks(text) for text in texts]
+        joined = "\n".join(texts)
     starts = list(accumulate((len(text) + 1 for text in texts), initial=0))
     lines: dict[int, list[tuple[int, int]]] = {}
-    for start, end in _marked_lines(_shadow("\n".join(texts))):
+    for start, end in _marked_lines(_shadow(joined)):
         index = bisect_right(starts, start) - 1
         lines.setdefault(index, []).append((start - starts[index], end - starts[index]))
     return [_redact_lines(text, lines[index]) if index in lines else text for index, text in enumerate(texts)]
