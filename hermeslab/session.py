@@ -109,7 +109,15 @@ def next_title(title: str | None, fallback: str) -> str:
 
 
 def title_from(text: str | None, limit: int = 60) -> str:
-    words = " ".join((text or "").split())
+    """``text`` with its whitespace collapsed, cut to ``limit`` characters ending in "…" when longer.
+
+    Task texts can be huge, so a prefix is read first: collapsed, any prefix
+    is a prefix of the whole text collapsed, so once it runs past the limit it
+    decides the title; only a prefix that is mostly whitespace needs the rest.
+    """
+    text = text or ""
+    head = " ".join(text[: 4 * limit].split()) if limit > 0 else ""
+    words = head if limit > 0 and len(head) > limit else " ".join(text.split())
     return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
 
 
@@ -222,9 +230,20 @@ class SessionManager:
 
         Returns the mode: ``rotation``, ``in_place``, or ``none`` for an attempt that changed nothing.
         """
-        result = compaction.result
         mode = ("in_place" if in_place else "rotation") if compaction.changed else "none"
         child = self.continuation(compaction.messages, "compression") if mode == "rotation" else None
+        if self._wants(CompressionEvent):  # the record's measurements are for the log only
+            self._record(compaction, strategy, mode, child)
+        if child is not None:
+            self.switch(child, "compression")
+        elif mode == "in_place":
+            self.session.replace_history(compaction.messages)
+            self._announce(range(len(self.session.messages)))
+        return mode
+
+    def _record(self, compaction: Compaction, strategy: str, mode: str, child: Session | None) -> None:
+        """Log a compression about to be applied (the current history is still the one it compressed)."""
+        result = compaction.result
         plan, summary = getattr(result, "plan", None), result.summary_text or ""
         size = self._prompt_size
         self._emit(CompressionEvent, trigger=compaction.trigger, strategy=strategy,
@@ -242,12 +261,6 @@ class SessionManager:
                    archived_before_seq=self.session.next_seq if mode == "in_place" else None,
                    details={**(getattr(result, "record", {}) or {}), "verdict": compaction.verdict,
                             "window": compaction.window})
-        if child is not None:
-            self.switch(child, "compression")
-        elif mode == "in_place":
-            self.session.replace_history(compaction.messages)
-            self._announce(range(len(self.session.messages)))
-        return mode
 
     def _switched(self, old_id: str) -> None:
         if self._on_switch is not None:
