@@ -3,7 +3,7 @@
 A benchmark makes a ``Record`` before it measures anything and calls
 ``Record.finish(report)`` at the end; the report then gets the commit measured
 (``git rev-parse HEAD``; ``dirty`` when ``git status --porcelain`` lists
-anything), the load average before and after the run, the machine's core
+anything outside ``benchmarks/results/``, where runs store their lines), the load average before and after the run, the machine's core
 count and this process's CPU seconds (``time.process_time``) and its waited-for
 children's (``RUSAGE_CHILDREN``) over the whole run, and is printed as the last
 line of output and written to ``benchmarks/results/<benchmark>.json`` (or to
@@ -32,7 +32,7 @@ def git_state() -> dict[str, object]:
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
 
-    head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
+    head, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", ".", ":!benchmarks/results")
     return {"commit": head.stdout.strip() if head.returncode == 0 else None,
             "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 

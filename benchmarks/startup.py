@@ -99,7 +99,7 @@ def git_commit() -> dict[str, object]:
 
     head = git("rev-parse", "HEAD")
     return {"commit": head.stdout.strip() if head.returncode == 0 else None,
-            "uncommitted_changes": git("diff-index", "--quiet", "HEAD", "--").returncode == 1}
+            "uncommitted_changes": git("diff-index", "--quiet", "HEAD", "--", ".", ":!benchmarks/results").returncode == 1}
 
 
 def main() -> None:
