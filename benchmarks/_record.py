@@ -3,8 +3,9 @@
 A benchmark makes a ``Record`` before it measures anything and calls
 ``Record.finish(report)`` at the end; the report then gets the commit measured
 (``git rev-parse HEAD``; ``dirty`` when ``git status --porcelain`` lists
-anything outside ``benchmarks/results/``, where runs store their lines), the load average before and after the run, the machine's core
-count and this process's CPU seconds (``time.process_time``) and its waited-for
+anything outside ``benchmarks/results/``, where runs store their lines), the
+load average before and after the run, the machine's core count and this
+process's CPU seconds (``time.process_time``) and its waited-for
 children's (``RUSAGE_CHILDREN``) over the whole run, and is printed as the last
 line of output and written to ``benchmarks/results/<benchmark>.json`` (or to
 ``--out``; ``--out -`` writes no file, for trial runs). Per-side CPU seconds
