@@ -175,7 +175,9 @@ def clear_token_caches() -> None:
     """Empty hermeslab's token-count caches (``hermeslab.core.tokens`` and ``hermeslab.core.rough``), as in a
     process that counted nothing.
 
-    The tokenizer itself stays loaded: both sides are warm processes.
+    The tokenizer itself stays loaded, with the C counter's table of character
+    classes (filled as code points are first met, as a regex engine carries its
+    Unicode tables): both sides are warm processes.
     """
     for module, (globals_, objects) in _INITIAL.items():
         for name, initial in globals_.items():

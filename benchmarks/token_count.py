@@ -11,7 +11,10 @@ backend the median and minimum wall milliseconds and the median and minimum CPU
 seconds (``time.process_time``) of a whole-corpus pass are reported, with the
 speed-up over bpe-openai, and whether every backend gave every text the same
 count. The time each backend takes to load (its first use in this process) is
-reported too. tiktoken counts cl100k_base only: its o200k_base rank file is
+reported too. Every backend runs warm after that: the C counter's table of
+character classes fills as code points are first met (a cost of the first
+round only, and none for ASCII, whose classes are built in), as the other
+backends' regex engines carry their Unicode tables. tiktoken counts cl100k_base only: its o200k_base rank file is
 not bundled, and a benchmark downloads nothing.
 
 Usage: python benchmarks/token_count.py [--repeat N] [--recording FILE] [--out FILE]

@@ -42,8 +42,8 @@ class ModelCalls:
     def __init__(self, config: Config, recovery: TurnRecovery, context: ContextDriver, *,
                  emit: Callable[..., None], stop: threading.Event, sleep: Callable[[float], None],
                  schemas: Callable[[], list[dict[str, Any]] | None], overflow: Callable[[Classification], None],
-                 wants: Callable[[type], bool] = lambda event_type: True,
-                 read_arguments: Callable[[Message], list[dict[str, Any] | ValueError]] = read_tool_arguments):
+                 wants: Callable[[type], bool],
+                 read_arguments: Callable[[Message], list[dict[str, Any] | ValueError]]):
         self.config, self.recovery, self.context = config, recovery, context
         self._emit, self._stop, self._sleep = emit, stop, sleep
         #: Whether anyone reads events of a type: the call events' fields are not even gathered otherwise.

@@ -9,6 +9,7 @@ messages still being measured.
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 
@@ -18,3 +19,12 @@ def bounded_put(cache: dict, key: Any, value: Any, limit: int) -> None:
         for old in list(itertools.islice(cache, max(1, limit // 10))):
             del cache[old]
     cache[key] = value
+
+
+def put_bounded(cache: dict, key: Any, value: Any, limit: int, lock: threading.Lock) -> None:
+    """Insert; one assignment is atomic, so only dropping the oldest entries takes ``lock``."""
+    if len(cache) < limit:
+        cache[key] = value
+    else:
+        with lock:
+            bounded_put(cache, key, value, limit)

@@ -21,7 +21,7 @@ import json
 import threading
 from typing import Any, Callable, Sequence
 
-from .cache import bounded_put
+from .cache import put_bounded
 from .messages import Message
 
 try:
@@ -151,19 +151,8 @@ class _ReprSizes:
         else:
             sizes = (self._dict_length(message, content, calls), 0)
         entry = (message, content, calls, len(message), sizes)
-        if len(self._seen) < self._max_entries:
-            self._seen[id(message)] = entry
-        else:
-            self._put(self._seen, id(message), entry, self._max_entries)
+        put_bounded(self._seen, id(message), entry, self._max_entries, self._lock)
         return sizes
-
-    def _put(self, cache: dict, key: int, value: tuple, limit: int) -> None:
-        """Insert; one assignment is atomic, so only dropping the oldest entries takes the lock."""
-        if len(cache) < limit:
-            cache[key] = value
-        else:
-            with self._lock:
-                bounded_put(cache, key, value, limit)
 
     def _dict_length(self, message: Message, content: Any, calls: Any) -> int:
         if type(message) is not dict:
@@ -189,7 +178,7 @@ class _ReprSizes:
         if entry is not None and entry[0] is text:
             return entry[1]
         size, newlines = _repr_length_and_newlines(text)
-        self._put(self._strings, id(text), (text, size, newlines), self._max_strings)
+        put_bounded(self._strings, id(text), (text, size, newlines), self._max_strings, self._lock)
         return size
 
     def newlines(self, text: str) -> int | None:

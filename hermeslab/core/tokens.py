@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from .cache import bounded_put
+from .cache import put_bounded
 from .config import ConfigError
 from .messages import Message
 from .rough import CHARS_PER_TOKEN, rough_message_tokens, rough_messages_tokens
@@ -363,19 +363,11 @@ class TokenCounter:
             return tokens
         if tokens is None:
             tokens = _count_message_uncached(message, self._text_count or self._load())
-        self._put(self._cache, key, tokens, self._max_entries)
+        put_bounded(self._cache, key, tokens, self._max_entries, self._lock)
         if remember:
-            self._put(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), tokens),
-                      self._max_entries // 10)
+            put_bounded(self._seen, id(message), (message, message.get("content"), message.get("tool_calls"), tokens),
+                        self._max_entries // 10, self._lock)
         return tokens
-
-    def _put(self, cache: dict, key: Any, value: Any, limit: int) -> None:
-        """Insert; one assignment is atomic, so only dropping the oldest entries takes the lock."""
-        if len(cache) < limit:
-            cache[key] = value
-        else:
-            with self._lock:
-                bounded_put(cache, key, value, limit)
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``, special-token markers counted as the plain text they are."""
