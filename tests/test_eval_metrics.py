@@ -11,6 +11,7 @@ from hermeslab.context import SUMMARY_PREFIX
 from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import TokenCounter
+from hermeslab.eval import metrics
 from hermeslab.eval.metrics import (
     cached_prompt_tokens,
     facts_in,
@@ -189,15 +190,30 @@ def test_facts_never_used_again_or_not_key_facts_are_not_counted():
     assert math.isnan(measure(run)["retention"])
 
 
-def test_word_sets_of_recorded_texts_are_remembered_per_text_and_per_reply():
+def test_candidate_facts_of_recorded_texts_are_remembered_per_text_and_per_reply():
     reply = {"role": "assistant", "content": "Check P-4711.",
              "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"id": "P-4711"}'}}]}
     words = reply_words(reply)
-    assert words == word_set(message_text(reply))
+    assert word_set(message_text(reply)) == {"Check", "P-4711", "id"}
+    assert words == {"P-4711"}  # the plain words are never facts
     assert reply_words({**reply}) is words  # another reply carrying the same recorded content and calls
     assert reply_words({**reply, "tool_calls": [dict(reply["tool_calls"][0])]}) is not words
-    assert text_words("see /hubs/leeds.csv.") == {"see", "/hubs/leeds.csv"}
+    assert text_words("see /hubs/leeds.csv.") == {"/hubs/leeds.csv"}
     assert text_words("see " + "/hubs/leeds.csv.") is text_words("see /hubs/leeds.csv.")
+
+
+def test_retention_is_the_same_when_every_word_is_a_candidate(monkeypatch):
+    """Dropping the plain words (never facts) before the sets are compared changes no count."""
+    config = apply_preset(Config(), "seed").with_overrides({"model.context_length": 3_000})
+    runs = [replay(parcel_recording(), config, summariser=FixedSummariser(text))
+            for text in ("Looked things up.", "Parcel P-4711 is held at depot D-0815.")]
+    runs += [retention_scenario("nothing kept"), retention_scenario("P-4711 was at the hub")]
+    candidates = [retention(run) for run in runs]
+    assert any(at_risk for _, at_risk in candidates)
+    monkeypatch.setattr(metrics, "candidate_words", lambda text: frozenset(metrics._words(text)))
+    monkeypatch.setattr(metrics, "_TEXT_WORDS", {})
+    monkeypatch.setattr(metrics, "_REPLY_WORDS", {})
+    assert [retention(run) for run in runs] == candidates
 
 
 def test_words_become_facts_only_when_the_entity_extractor_recognises_them():

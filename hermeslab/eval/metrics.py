@@ -57,6 +57,11 @@ from .prices import Price, price_for
 from .replay import DEVIATIONS, CompressionRecord, ReplayRun
 from .replay_compression import holds_user_message
 
+try:
+    from ._factwords import candidate_words as _candidate_words
+except ImportError:  # built without a compiler: found in Python
+    _candidate_words = None
+
 TRIGGERS = ("preflight", "turn", "pressure", "overflow", "manual")
 #: The columns naming units, and the token figures (or figures made from tokens) each one names.
 UNIT_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -74,10 +79,12 @@ _CLAUSE_ENDS = (". ", ", ", ": ")
 #: Tokens already judged by the entity extractor (bounded; cleared when full).
 _FACT_VERDICTS: dict[str, bool] = {}
 _FACT_VERDICTS_MAX = 200_000
-#: Word sets of message texts (bounded; cleared when full).
+#: A word that is never a fact: ASCII letters, lower case after the first (the extractor needs more signal).
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
+#: Candidate facts of message texts (bounded; cleared when full).
 _TEXT_WORDS: dict[str, frozenset[str]] = {}
 _TEXT_WORDS_MAX = 50_000
-#: Word sets of recorded replies, by the identity of their content and tool calls (bounded; cleared when full).
+#: Candidate facts of recorded replies, by the identity of their content and tool calls (bounded; cleared when full).
 _REPLY_WORDS: dict[tuple[int, int], tuple[Any, Any, frozenset[str]]] = {}
 _REPLY_WORDS_MAX = 100_000
 #: Tool-call arguments with their string escapes read (bounded; cleared when full).
@@ -240,7 +247,7 @@ def retention(run: ReplayRun) -> tuple[int, int]:
             found = texts[id(message)] = message_text(message)
         return found
 
-    pending: list[set[str]] = []  # per compression, the words it took out whose next use is still to come
+    pending: list[set[str]] = []  # per compression, the candidate facts it took out whose next use is to come
     retained = at_risk = 0
     for position in range(min(applied), len(run.calls)):
         for record in applied.get(position, ()):
@@ -280,12 +287,20 @@ def _words(text: str) -> list[str]:
     return spaced.rstrip(".,:").split()
 
 
+def candidate_words(text: str) -> frozenset[str]:
+    """The words of a text that could be facts: ``word_set(text)`` without the plain ones
+    (``[A-Za-z][a-z]*``, never a fact), which are most words. In one C pass where it was built."""
+    if _candidate_words is not None:
+        return _candidate_words(text)
+    return frozenset(word for word in _words(text) if _PLAIN_WORD.fullmatch(word) is None)
+
+
 def text_words(text: str) -> frozenset[str]:
-    """``word_set(text)``, remembered by text: the recorded messages a compression removes are the same
-    texts under every config replayed over a recording."""
+    """``candidate_words(text)``, remembered by text: the recorded messages a compression removes are the
+    same texts under every config replayed over a recording."""
     words = _TEXT_WORDS.get(text)
     if words is None:
-        words = frozenset(_words(text))
+        words = candidate_words(text)
         if len(_TEXT_WORDS) >= _TEXT_WORDS_MAX:
             _TEXT_WORDS.clear()
         _TEXT_WORDS[text] = words
@@ -293,7 +308,7 @@ def text_words(text: str) -> frozenset[str]:
 
 
 def reply_words(reply: dict[str, Any]) -> frozenset[str]:
-    """``word_set(message_text(reply))``, remembered by the reply's content and tool calls.
+    """``candidate_words(message_text(reply))``, remembered by the reply's content and tool calls.
 
     A replay puts the recording's own content string and tool-call list into
     each reply it serves, so every config replayed over a recording reads the
@@ -304,7 +319,7 @@ def reply_words(reply: dict[str, Any]) -> frozenset[str]:
     entry = _REPLY_WORDS.get(key)
     if entry is not None and entry[0] is content and entry[1] is calls:
         return entry[2]
-    words = frozenset(_words(message_text(reply)))
+    words = candidate_words(message_text(reply))
     if len(_REPLY_WORDS) >= _REPLY_WORDS_MAX:
         _REPLY_WORDS.clear()
     _REPLY_WORDS[key] = (content, calls, words)

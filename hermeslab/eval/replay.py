@@ -353,17 +353,20 @@ def new_run_id() -> str:
     return "replay-" + secrets.token_hex(6)
 
 
-#: The config last hashed, as a private copy, and its hash: an A/B run replays many recordings under one config.
-_last_digest: tuple[Config | None, str] = (None, "")
+#: The configs hashed lately, as private copies, with their hashes, most recent first: an A/B run replays
+#: each recording under every config in turn.
+_recent_digests: list[tuple[Config, str]] = []
+_RECENT_DIGESTS_MAX = 16
 
 
 def _digest(config: Config) -> str:
-    """``config.digest()``, reused while the config equals the one hashed last (comparing is cheaper)."""
-    global _last_digest
-    seen, digest = _last_digest
-    if seen is None or seen != config:
-        digest = config.digest()
-        _last_digest = (copy.deepcopy(config), digest)
+    """``config.digest()``, reused for a config equal to one hashed lately (comparing is cheaper)."""
+    global _recent_digests
+    for entry in _recent_digests:
+        if entry[0] == config:
+            return entry[1]
+    digest = config.digest()
+    _recent_digests = [(copy.deepcopy(config), digest), *_recent_digests[:_RECENT_DIGESTS_MAX - 1]]
     return digest
 
 

@@ -1,0 +1,68 @@
+"""The retention metric's candidate facts: the words of a text without the plain ones, which are never facts.
+
+The C pass must find exactly the words the Python definition finds
+(``metrics._words``: separators, three clause-end passes, the trailing strip,
+``str.split``), on any text; the plain words it skips must never be facts.
+"""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hermeslab.eval import metrics
+from hermeslab.eval._factwords import candidate_words
+
+#: The characters the definition treats specially, whitespace that only ``str.split`` breaks at, and word
+#: characters of every width (Latin-1, two-byte, four-byte).
+SPECIAL = list("\"'`()[]{}<>;=|!?*\\\n\r\t .,:") + ["\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2003",
+                                                    "\u3000", "\u2028"]
+WORDY = list("aZz09_-/@#$") + ["é", "ß", "ẞ", "中", "😀", "\x00", "\x7f"]
+TEXTS = st.text(alphabet=st.sampled_from(SPECIAL + WORDY), max_size=200) | st.text(max_size=200)
+
+
+def by_definition(text: str) -> frozenset[str]:
+    return frozenset(word for word in metrics._words(text) if metrics._PLAIN_WORD.fullmatch(word) is None)
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(TEXTS)
+def test_the_c_pass_finds_the_words_the_definition_finds(text):
+    assert candidate_words(text) == by_definition(text)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", set()),
+    ("see /hubs/leeds.csv.", {"/hubs/leeds.csv"}),
+    ("Parcel P-4711, depot D-0815: held at 10:40.", {"P-4711", "D-0815", "10:40"}),
+    ("foo., bar", {"foo."}),  # "., " loses only the comma: the passes run in the order . , :
+    (":,. x9", {"x9"}),
+    ("v2.3.1:\x0b.,", {"v2.3.1:"}),  # a vertical tab breaks words but is no space to a clause end
+    ("Value value VALUE ENOENT parseArgs", {"VALUE", "ENOENT", "parseArgs"}),
+    ("café Über 中文 x", {"café", "Über", "中文"}),
+])
+def test_examples(text, words):
+    assert candidate_words(text) == words == by_definition(text)
+
+
+def test_the_fallback_without_a_compiler_finds_the_same_words(monkeypatch):
+    text = "Check P-4711 at /hubs/leeds.csv, then order_4711: done."
+    monkeypatch.setattr(metrics, "_candidate_words", None)
+    assert metrics.candidate_words(text) == candidate_words(text) == {"P-4711", "/hubs/leeds.csv", "order_4711"}
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(st.from_regex(r"[A-Za-z][a-z]{0,40}", fullmatch=True))
+def test_a_plain_word_is_never_a_fact(word):
+    assert not metrics.is_fact(word)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXTS)
+def test_every_fact_among_a_texts_words_is_a_candidate(text):
+    facts = {word for word in metrics.word_set(text) if metrics.is_fact(word)}
+    assert facts <= candidate_words(text)
+
+
+def test_a_non_string_is_refused_clearly():
+    with pytest.raises(TypeError, match="needs a str, got bytes"):
+        candidate_words(b"abc")
