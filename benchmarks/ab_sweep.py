@@ -207,7 +207,7 @@ def main() -> None:
                         help="comma-separated windows in tokens")
     parser.add_argument("--workers", type=int, default=1,
                         help="hermeslab's worker processes (default 1, as Hermes's one; wall time is then comparable)")
-    parser.add_argument("--repeat", type=int, default=2, help="repetitions of both sides (the best counts)")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions of both sides (the best counts)")
     parser.add_argument("--datasets", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "datasets")
     add_out_option(parser, "ab_sweep")
     options = parser.parse_args()
