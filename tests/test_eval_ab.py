@@ -9,9 +9,12 @@ import weakref
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config, ConfigError
@@ -31,7 +34,7 @@ from hermeslab.eval.ab import (
 from hermeslab.core.config import load_config
 from hermeslab.recordings import Recording
 from hermeslab.eval.replay_compression import FixedSummariser
-from hermeslab.eval.results import ResultsFile, read_results
+from hermeslab.eval.results import ResultsFile, _plain, column_values, read_results, sql_type
 from hermeslab.eval.stats import paired_compare
 
 CONFIGS = {"hermes": "hermes-0.19,model.context_length=8000", "seed": "seed"}
@@ -262,6 +265,30 @@ def test_a_metric_that_becomes_fractional_widens_its_column(tmp_path):
     frame = run(SESSIONS[:3], {"a": "seed"}, cell=fractional_later, out=tmp_path / "ab.duckdb")
     assert list(frame["value"]) == [1.0, 0.5, 0.5]
     assert frame["value"].dtype == "float64"
+
+
+METRIC_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**62, 2**62), st.floats(), st.integers(-9, 9).map(np.int64),
+    st.floats(width=32).map(np.float32), st.sampled_from(["rough chars/4", "cl100k_base"]))
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(METRIC_VALUES, min_size=1, max_size=6) | st.lists(st.integers() | st.none(), min_size=1)
+       | st.lists(st.floats() | st.integers() | st.none(), min_size=1))
+def test_a_columns_values_are_stored_as_each_value_alone_would_be(raw):
+    """The one-pass type check of a column stores what converting value by value stores."""
+    plain = [_plain(value) for value in raw]
+    values, declared = column_values(list(raw))
+    assert declared == sql_type(plain)
+    if declared == "DOUBLE" and any(isinstance(value, str) for value in plain):
+        with pytest.raises(ValueError):  # text among numbers is refused, whichever way it is converted
+            np.array(values, dtype=float)
+    elif declared == "DOUBLE":
+        stored = np.array(values, dtype=float)
+        expected = np.array([np.nan if value is None else float(value) for value in plain], dtype=float)
+        assert np.array_equal(stored, expected, equal_nan=True)
+    else:
+        assert values == plain
 
 
 def test_configs_and_names_are_checked():

@@ -121,6 +121,26 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def column_values(raw: list[Any]) -> tuple[list[Any], str]:
+    """One metric's values as stored (``_plain``) and their SQL type (``sql_type``).
+
+    A column of plain ints, or of ints and floats with one that is a number,
+    is stored as it is (a run's columns nearly all are): the check is one
+    pass over the value types instead of a call per value.
+    """
+    kinds = set(map(type, raw))
+    if kinds <= _INT_KINDS:
+        return raw, "BIGINT"
+    if kinds <= _NUMBER_KINDS and any(value == value for value in raw if type(value) is float):
+        return raw, "DOUBLE"  # a NaN among them is stored as NULL, as _plain would make it
+    values = [_plain(value) for value in raw]
+    return values, sql_type(values)
+
+
+_INT_KINDS = frozenset({int, type(None)})
+_NUMBER_KINDS = frozenset({int, float, type(None)})
+
+
 def sql_type(values: Sequence[Any]) -> str:
     """VARCHAR for unit names, BIGINT when every present value is a whole number type, else DOUBLE."""
     present = [v for v in values if v is not None]
@@ -218,19 +238,20 @@ class ResultsFile:
         if not self._buffer:
             return
         rows, self._buffer = self._buffer, []
-        names = list(dict.fromkeys(name for row in rows for name in row.metrics))
+        metrics = [row.metrics for row in rows]
+        names = list(dict.fromkeys(name for row_metrics in metrics for name in row_metrics))
         batch: dict[str, Any] = {c: [getattr(row, c) for row in rows] for c in ROW_COLUMNS}
         self.con.execute("BEGIN TRANSACTION")
         try:
             for name in names:
-                values = [_plain(row.metrics.get(name)) for row in rows]
-                kind = self._ensure_column(name, sql_type(values))
+                values, declared = column_values([row_metrics.get(name) for row_metrics in metrics])
+                kind = self._ensure_column(name, declared)
                 if kind == "VARCHAR":
                     batch[name] = pd.array(values, dtype="string")
                 elif kind == "BIGINT":
                     batch[name] = pd.array(values, dtype="Int64")
                 else:
-                    batch[name] = np.array([math.nan if v is None else float(v) for v in values], dtype=float)
+                    batch[name] = np.array(values, dtype=float)  # None becomes NaN, stored as NULL
             with self._registered("cell_batch", pd.DataFrame(batch)):
                 self.con.execute("INSERT INTO results BY NAME SELECT * FROM cell_batch")
             self.con.execute("COMMIT")
