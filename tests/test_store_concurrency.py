@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from hermeslab.core.events import SessionStarted
-from hermeslab.store import Lab, StoreWriter
+from hermeslab.store import Lab, StoreWriter, schema
 
 pytestmark = pytest.mark.slow
 
@@ -161,6 +161,34 @@ def test_two_writer_processes_and_a_polling_reader_lose_nothing(tmp_path, mode):
         assert counts(lab, session_id) == expected(turns, ended=True)
     sessions = lab.sessions().set_index("id")
     assert set(sessions.index) == {"alpha", "beta"} and set(sessions["end_reason"]) == {"done"}
+
+
+def test_a_new_lab_file_appears_only_once_its_schema_is_written(tmp_path, monkeypatch):
+    """A reader polling for the file (as above) must never find one DuckDB is still creating: DuckDB refuses
+    a half-written file as "not a valid DuckDB database file" rather than as locked."""
+    path, seen = tmp_path / "lab.duckdb", []
+    real = schema.ensure_schema
+
+    def spying(con, *args, **kwargs):
+        seen.append(path.exists())
+        return real(con, *args, **kwargs)
+
+    monkeypatch.setattr(schema, "ensure_schema", spying)
+    with schema.open_lab_file(path, read_only=False, timeout=5):
+        pass
+    assert seen[0] is False
+    assert Lab(path).sessions().empty
+    assert [p.name for p in tmp_path.iterdir()] == ["lab.duckdb"]  # the temporary file is gone
+
+
+def test_two_processes_creating_one_lab_both_use_the_first_file(tmp_path):
+    path = tmp_path / "lab.duckdb"
+    writers = [start_writer(path, session_id, 3, "complete") for session_id in ("alpha", "beta")]
+    for process in writers:
+        out, err = process.communicate()
+        assert process.returncode == 0, err
+    assert set(Lab(path).sessions()["id"]) == {"alpha", "beta"}
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".pending")) == ["lab.duckdb"]
 
 
 def killed_writer(path, turns: int, mode: str) -> Lab:

@@ -394,12 +394,36 @@ def open_lab_file(path: Path, *, read_only: bool, timeout: float) -> Iterator[du
     if not file_lock.acquire(timeout=timeout):
         raise LabLockedError(f"{key} stayed in use by another thread of this process for {timeout:g} s")
     try:
+        if not read_only and not os.path.exists(key):
+            _create_whole(key)
         with closing((_READ_ENGINE if read_only else _WRITE_ENGINE).cursor()) as control:
             _attach(control, key, alias, read_only, deadline, timeout)
             with _attached(control, alias) as con:
                 yield con
     finally:
         file_lock.release()
+
+
+def _create_whole(key: str) -> None:
+    """Make a new lab file appear whole: written under a temporary name with its schema, then linked into
+    place, so a reader polling for it never opens a file DuckDB is still writing (which DuckDB refuses
+    as "not a valid DuckDB database file"). When another process links its file first, that one is used."""
+    directory, name = os.path.split(key)
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.new")
+    alias = "new_lab_" + os.urandom(6).hex()
+    try:
+        with closing(_WRITE_ENGINE.cursor()) as control:
+            quoted = temporary.replace("'", "''")
+            control.execute(f"ATTACH '{quoted}' AS {alias}")
+            with _attached(control, alias) as con:
+                ensure_schema(con)
+        os.link(temporary, key)
+    except FileExistsError:
+        pass
+    finally:
+        for leftover in (temporary, temporary + ".wal"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
 
 
 @contextmanager
