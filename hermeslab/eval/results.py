@@ -157,7 +157,8 @@ class ResultsFile:
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path is not None else None
         try:
-            self.con = duckdb.connect(str(self.path) if self.path is not None else ":memory:")
+            # One thread: the tables hold a row per cell, where DuckDB's workers cost more than they give.
+            self.con = duckdb.connect(str(self.path) if self.path is not None else ":memory:", config={"threads": 1})
         except duckdb.Error as exc:
             raise ValueError(f"could not open the results file {self.path}: {exc}") from None
         self._check_foreign_tables()
