@@ -181,6 +181,18 @@ def test_a_new_lab_file_appears_only_once_its_schema_is_written(tmp_path, monkey
     assert [p.name for p in tmp_path.iterdir()] == ["lab.duckdb"]  # the temporary file is gone
 
 
+def test_without_hard_links_the_lab_is_made_in_place(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    path = tmp_path / "lab.duckdb"
+    monkeypatch.setattr(schema.os, "link", no_links)
+    with schema.open_lab_file(path, read_only=False, timeout=5) as con:
+        schema.ensure_schema(con)
+    assert Lab(path).sessions().empty
+    assert [p.name for p in tmp_path.iterdir()] == ["lab.duckdb"]
+
+
 def test_two_processes_creating_one_lab_both_use_the_first_file(tmp_path):
     path = tmp_path / "lab.duckdb"
     writers = [start_writer(path, session_id, 3, "complete") for session_id in ("alpha", "beta")]

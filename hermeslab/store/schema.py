@@ -407,7 +407,13 @@ def open_lab_file(path: Path, *, read_only: bool, timeout: float) -> Iterator[du
 def _create_whole(key: str) -> None:
     """Make a new lab file appear whole: written under a temporary name with its schema, then linked into
     place, so a reader polling for it never opens a file DuckDB is still writing (which DuckDB refuses
-    as "not a valid DuckDB database file"). When another process links its file first, that one is used."""
+    as "not a valid DuckDB database file").
+
+    When another process links its file first, that one is used. Where the
+    temporary file cannot be made or linked (no hard links on the filesystem,
+    a directory that cannot be written), the attach that follows makes the
+    file in place as DuckDB does, or says why it cannot.
+    """
     directory, name = os.path.split(key)
     temporary = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.new")
     alias = "new_lab_" + os.urandom(6).hex()
@@ -418,7 +424,7 @@ def _create_whole(key: str) -> None:
             with _attached(control, alias) as con:
                 ensure_schema(con)
         os.link(temporary, key)
-    except FileExistsError:
+    except (OSError, duckdb.Error):  # FileExistsError among them: another process was first
         pass
     finally:
         for leftover in (temporary, temporary + ".wal"):
