@@ -1,10 +1,12 @@
 import json
+import re
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hermeslab.core.messages import (
     MessageValidationError,
+    has_surrogates,
     parse_tool_arguments,
     repair_messages,
     repair_tool_arguments,
@@ -88,9 +90,22 @@ def test_wire_messages_strip_private_keys():
     assert wire_messages([{"role": "user", "content": "x", "_synthetic": True}]) == [{"role": "user", "content": "x"}]
 
 
-@given(st.text())
+#: Any text, lone surrogates included (hypothesis leaves them out unless asked).
+ANY_TEXT = st.text(st.characters(exclude_categories=())) | st.text(st.sampled_from(["a", "é", "\ud800", "\udfff",
+                                                                                    "\ud83d", "\ude00", "😀"]))
+
+
+@settings(max_examples=500)
+@given(ANY_TEXT)
 def test_strip_surrogates_always_encodable(text):
     strip_surrogates(text).encode("utf-8")
+
+
+@settings(max_examples=1_000)
+@given(ANY_TEXT)
+def test_surrogates_are_found_and_replaced_exactly_where_the_pattern_finds_them(text):
+    assert has_surrogates(text) == bool(re.search("[\ud800-\udfff]", text))
+    assert strip_surrogates(text) == re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 roles = st.sampled_from(["user", "assistant", "tool"])

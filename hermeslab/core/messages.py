@@ -172,12 +172,21 @@ class RepairReport:
 
 
 def strip_surrogates(text: str) -> str:
-    """Replace lone UTF-16 surrogates (which no JSON encoder will send) with U+FFFD."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+    """Replace lone UTF-16 surrogates (which no JSON encoder will send) with U+FFFD; a text without any is
+    returned as it is."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if has_surrogates(text) else text
 
 
 def has_surrogates(text: str) -> bool:
-    return bool(_LONE_SURROGATE.search(text))
+    """Whether a text holds a lone UTF-16 surrogate: exactly the texts UTF-8 cannot encode, which the
+    encoder finds several times faster than a pattern search."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def parse_tool_arguments(arguments: str | None) -> dict[str, Any]:
