@@ -25,9 +25,12 @@ from .cache import put_bounded
 from .messages import Message
 
 try:
-    from ._reprlen import ascii_repr_length
+    from ._reprlen import ascii_repr_length, repr_length
 except ImportError:  # built without a compiler: measured in Python
     ascii_repr_length = None
+
+    def repr_length(obj: Any) -> int:
+        return len(repr(obj))
 
 #: Characters per token.
 CHARS_PER_TOKEN = 4
@@ -127,7 +130,8 @@ class _ReprSizes:
     contents and call arguments are remembered too, since a replay puts the
     same recorded texts into new message dicts every time: such a message is
     measured as its other items plus those lengths, which are counted rather
-    than written out (``str_repr_length``). Full: the oldest tenth goes.
+    than written out (``str_repr_length``). Every repr length is counted, not
+    written (``repr_length``, in C where it was built). Full: the oldest tenth goes.
     """
 
     def __init__(self, max_entries: int = 20_000, max_strings: int = 100_000):
@@ -160,7 +164,7 @@ class _ReprSizes:
         long_content = type(content) is str and len(content) >= LONG_STRING
         long_calls = bool(calls) and type(calls) is list and any(map(_long_arguments, calls))
         if not (long_content or long_calls):
-            return len(str(message))
+            return repr_length(message)  # a dict's str is its repr
         rest, extra = dict(message), 0
         if long_content:
             rest["content"] = ""  # repr "''": two characters in place of the content's repr
@@ -168,7 +172,7 @@ class _ReprSizes:
         if long_calls:
             rest["tool_calls"] = []  # repr "[]" in place of "[call, call]"
             extra += sum(call_repr_length(call, self.text_length) for call in calls) + 2 * (len(calls) - 1)
-        return len(str(rest)) + extra
+        return repr_length(rest) + extra
 
     def text_length(self, text: str) -> int:
         """``len(repr(text))``, remembered by identity for long texts."""
@@ -199,10 +203,10 @@ def _long_arguments(call: Any) -> bool:
 def call_repr_length(call: Any, text_length: Callable[[str], int]) -> int:
     """``len(str(call))`` of a tool call; long arguments (a whole file written) are measured by ``text_length``."""
     if not _long_arguments(call):
-        return len(str(call))
+        return len(str(call)) if type(call) is not dict else repr_length(call)
     shell = dict(call)
     shell["function"] = {**call["function"], "arguments": ""}  # repr "''" in place of the arguments' repr
-    return len(str(shell)) - 2 + text_length(call["function"]["arguments"])
+    return repr_length(shell) - 2 + text_length(call["function"]["arguments"])
 
 
 #: The ASCII characters a str repr writes as they are: printable, and neither a backslash nor a quote.
