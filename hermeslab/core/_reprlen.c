@@ -14,7 +14,8 @@
 #include <Python.h>
 #include <string.h>
 
-/* ascii_size for a short text (a key, a role, an id): one look at each byte, no table to clear. */
+/* ascii_size for a short text (a key, a role, an id): one look at each byte, no table to clear (the
+ * histogram's fixed cost is worth it from about 64 bytes on). */
 static Py_ssize_t
 short_ascii_size(const unsigned char *data, Py_ssize_t size, Py_ssize_t *newlines_out)
 {
@@ -43,7 +44,7 @@ short_ascii_size(const unsigned char *data, Py_ssize_t size, Py_ssize_t *newline
 static Py_ssize_t
 ascii_size(const unsigned char *data, Py_ssize_t size, Py_ssize_t *newlines_out)
 {
-    if (size < 256)
+    if (size < 64)
         return short_ascii_size(data, size, newlines_out);
     /* A histogram of the bytes, in four interleaved copies so repeated bytes do not wait on one counter. */
     Py_ssize_t counts[4][128];
