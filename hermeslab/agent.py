@@ -159,8 +159,7 @@ class Agent:
         self._trace_id, self._turn_added, self.calls.count = new_trace_id(), [], 0
         self.recovery.begin_turn()
         self._emit(TurnStarted, user_text=text)
-        users = [{"role": "user", "content": t if t.isascii() else strip_surrogates(t)}  # ASCII holds no surrogate
-                 for t in texts]
+        users = [{"role": "user", "content": strip_surrogates(t)} for t in texts]
         too_large = self.context.too_large(users, self.messages, self._schemas())
         recall = self.memory is not None and texts and too_large is None
         recalled = self.memory.recall(text, self.session.id) if recall else None

@@ -24,7 +24,7 @@ from .core.provider import (ESTIMATE, SERVER_TOKENIZER, ChatRequest, ChatRespons
 from .core.tokens import count_text
 from .recovery import (CallState, Classification, NoRoomToContinue, SessionSize, classify, complete_truncated,
                        is_truncated)
-from .recovery.repair import read_tool_arguments, repair_surrogates, repaired_request
+from .recovery.repair import repair_surrogates, repaired_request
 from .recovery.turn import TurnRecovery
 from .turn import TurnInterrupted, TurnResult
 
@@ -156,8 +156,8 @@ class ModelCalls:
 
     def _delta(self, delta: StreamDelta) -> None:
         text = delta.text
-        if text:  # ASCII text, nearly every fragment, cannot hold a surrogate: not scanned
-            self._emit(TextDelta, text=text if text.isascii() else repair_surrogates(text))
+        if text:
+            self._emit(TextDelta, text=repair_surrogates(text))
         if delta.reasoning:
             self._emit(TextDelta, text=repair_surrogates(delta.reasoning), reasoning=True)
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from hermeslab.core import tokens
-from hermeslab.core.tokens import ENCODINGS, PROBE_COUNTS, PROBE_TEXTS, TokenCounter, counter_for
+from hermeslab.core.tokens import ENCODINGS, PROBE_COUNTS, TokenCounter, counter_for
 
 from shared_data import dataset
 

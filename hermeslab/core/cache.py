@@ -1,6 +1,7 @@
-"""The size bound of hermeslab's per-object caches, shared by the exact token counter and the rough estimate.
+"""The size bound of hermeslab's per-object caches: the exact token counter's, the rough estimate's and the
+replay metrics'.
 
-Both remember sizes per message for the life of the process, so each cache
+They remember what they measured for the life of the process, so each cache
 has a limit; when it is reached the oldest tenth goes at once (dicts keep
 insertion order), which keeps an insert cheap on average and keeps the
 messages still being measured.
@@ -14,7 +15,7 @@ from typing import Any
 
 
 def bounded_put(cache: dict, key: Any, value: Any, limit: int) -> None:
-    """Insert, dropping the oldest tenth first when the cache is full (the caller holds the lock)."""
+    """Insert, dropping the oldest tenth first when the cache is full (a cache shared by threads: under its lock)."""
     if key not in cache and len(cache) >= limit:
         for old in list(itertools.islice(cache, max(1, limit // 10))):
             del cache[old]

@@ -21,7 +21,7 @@ import json
 import threading
 from typing import Any, Callable, Sequence
 
-from .cache import put_bounded
+from .cache import bounded_put, put_bounded
 from .messages import Message
 
 try:
@@ -325,7 +325,5 @@ def rough_tool_schema_tokens(tools: Sequence[dict] | None) -> int:
         chars += len(function.get("name", "")) + len(function.get("description", "") or "")
         chars += len(json.dumps(function.get("parameters", {}), separators=(",", ":")))
     tokens = (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-    if len(_tool_schema_tokens) >= _TOOL_SCHEMA_LISTS_MAX:
-        _tool_schema_tokens.clear()
-    _tool_schema_tokens[id(tools)] = (tools, len(tools), tokens)
+    bounded_put(_tool_schema_tokens, id(tools), (tools, len(tools), tokens), _TOOL_SCHEMA_LISTS_MAX)
     return tokens

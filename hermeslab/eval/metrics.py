@@ -51,6 +51,7 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 from hermeslab.context.entities import extract_entities
+from hermeslab.core.cache import bounded_put
 from hermeslab.core.messages import text_of, tool_calls_of
 
 from .prices import Price, price_for
@@ -76,18 +77,19 @@ DIVERGENCES = ("missed_calls", "extra_calls", "tool_mismatches")
 _SEPARATORS = str.maketrans(dict.fromkeys("\"'`()[]{}<>;=|!?*\\\n\r\t", " "))
 #: A word's own trailing mark in running text ("see src/app.py." or "line 42,"): dropped, the word kept.
 _CLAUSE_ENDS = (". ", ", ", ": ")
-#: Tokens already judged by the entity extractor (bounded; cleared when full).
+#: Tokens already judged by the entity extractor (bounded: the oldest tenth goes when full).
 _FACT_VERDICTS: dict[str, bool] = {}
 _FACT_VERDICTS_MAX = 200_000
 #: A word that is never a fact: ASCII letters, lower case after the first (the extractor needs more signal).
 _PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
-#: Candidate facts of message texts (bounded; cleared when full).
+#: Candidate facts of message texts (bounded: the oldest tenth goes when full).
 _TEXT_WORDS: dict[str, frozenset[str]] = {}
 _TEXT_WORDS_MAX = 50_000
-#: Candidate facts of recorded replies, by the identity of their content and tool calls (bounded; cleared when full).
+#: Candidate facts of recorded replies, by the identity of their content and tool calls (bounded: the oldest
+#: tenth goes when full).
 _REPLY_WORDS: dict[tuple[int, int], tuple[Any, Any, frozenset[str]]] = {}
 _REPLY_WORDS_MAX = 100_000
-#: Tool-call arguments with their string escapes read (bounded; cleared when full).
+#: Tool-call arguments with their string escapes read (bounded: the oldest tenth goes when full).
 _READ_ARGUMENTS: dict[str, str] = {}
 _READ_ARGUMENTS_MAX = 50_000
 
@@ -301,9 +303,7 @@ def text_words(text: str) -> frozenset[str]:
     words = _TEXT_WORDS.get(text)
     if words is None:
         words = candidate_words(text)
-        if len(_TEXT_WORDS) >= _TEXT_WORDS_MAX:
-            _TEXT_WORDS.clear()
-        _TEXT_WORDS[text] = words
+        bounded_put(_TEXT_WORDS, text, words, _TEXT_WORDS_MAX)
     return words
 
 
@@ -320,9 +320,7 @@ def reply_words(reply: dict[str, Any]) -> frozenset[str]:
     if entry is not None and entry[0] is content and entry[1] is calls:
         return entry[2]
     words = candidate_words(message_text(reply))
-    if len(_REPLY_WORDS) >= _REPLY_WORDS_MAX:
-        _REPLY_WORDS.clear()
-    _REPLY_WORDS[key] = (content, calls, words)
+    bounded_put(_REPLY_WORDS, key, (content, calls, words), _REPLY_WORDS_MAX)
     return words
 
 
@@ -362,9 +360,7 @@ def _read_escapes(raw: str) -> str:
     read = _READ_ARGUMENTS.get(raw)
     if read is None:
         read = _JSON_ESCAPE.sub(_unescape, raw)
-        if len(_READ_ARGUMENTS) >= _READ_ARGUMENTS_MAX:
-            _READ_ARGUMENTS.clear()
-        _READ_ARGUMENTS[raw] = read
+        bounded_put(_READ_ARGUMENTS, raw, read, _READ_ARGUMENTS_MAX)
     return read
 
 
@@ -382,7 +378,5 @@ def is_fact(token: str) -> bool:
     verdict = _FACT_VERDICTS.get(token)
     if verdict is None:
         verdict = extract_entities(token) == [token]
-        if len(_FACT_VERDICTS) >= _FACT_VERDICTS_MAX:
-            _FACT_VERDICTS.clear()
-        _FACT_VERDICTS[token] = verdict
+        bounded_put(_FACT_VERDICTS, token, verdict, _FACT_VERDICTS_MAX)
     return verdict

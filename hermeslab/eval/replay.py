@@ -280,8 +280,7 @@ class _Driver:
         self.provider.position, self.provider.end = turn.first_reply, turn.first_reply + turn.replies
         self.agent.tools.forget_before(turn.first_reply)
         if turn.users:
-            last = turn.users[-1]
-            self.user = last if last.isascii() else strip_surrogates(last)
+            self.user = strip_surrogates(turn.users[-1])
             counts["queued_user_messages"] += len(turn.users) - 1
         else:
             counts["turns_without_user"] += 1
@@ -353,20 +352,17 @@ def new_run_id() -> str:
     return "replay-" + secrets.token_hex(6)
 
 
-#: The configs hashed lately, as private copies, with their hashes, most recent first: an A/B run replays
-#: each recording under every config in turn.
-_recent_digests: list[tuple[Config, str]] = []
-_RECENT_DIGESTS_MAX = 16
+#: The config last hashed, as a private copy, and its hash: an A/B run replays many recordings under one config.
+_last_digest: tuple[Config | None, str] = (None, "")
 
 
 def _digest(config: Config) -> str:
-    """``config.digest()``, reused for a config equal to one hashed lately (comparing is cheaper)."""
-    global _recent_digests
-    for entry in _recent_digests:
-        if entry[0] == config:
-            return entry[1]
-    digest = config.digest()
-    _recent_digests = [(copy.deepcopy(config), digest), *_recent_digests[:_RECENT_DIGESTS_MAX - 1]]
+    """``config.digest()``, reused while the config equals the one hashed last (comparing is cheaper)."""
+    global _last_digest
+    seen, digest = _last_digest
+    if seen is None or seen != config:
+        digest = config.digest()
+        _last_digest = (copy.deepcopy(config), digest)
     return digest
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hermeslab.core.cache import bounded_put
 from hermeslab.core.messages import parse_tool_arguments
 from hermeslab.recordings import Recording, RecordingError, RecordingProblem, validate_recording
 from hermeslab.tools.registry import Tool, ToolError, ToolRegistry
@@ -238,9 +239,8 @@ def planned_recording(recording: Recording | Mapping[str, Any]) -> tuple[Recordi
         problems = validate_recording(recording.to_dict()) or [
             RecordingProblem(str(exc), recording_id=recording.id)]
         raise RecordingError(problems) from None
-    if len(_plans) >= _PLANS_MAX:
-        _plans.clear()
-    _plans[id(recording)] = (recording, recording.messages, len(recording.messages), recording.tools, plan)
+    entry = (recording, recording.messages, len(recording.messages), recording.tools, plan)
+    bounded_put(_plans, id(recording), entry, _PLANS_MAX)
     return recording, plan
 
 

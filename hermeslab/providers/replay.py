@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
+from ..core.cache import bounded_put
 from ..core.messages import tool_calls_of
 from ..core.rough import (
     rough_list_share_tokens,
@@ -100,9 +101,7 @@ def _text_tokens(text: str) -> int:
     tokens = _TEXT_TOKENS.get(text)
     if tokens is None:
         tokens = count_text(text)
-        if len(_TEXT_TOKENS) >= _TEXT_TOKENS_MAX:
-            _TEXT_TOKENS.clear()
-        _TEXT_TOKENS[text] = tokens
+        bounded_put(_TEXT_TOKENS, text, tokens, _TEXT_TOKENS_MAX)
     return tokens
 
 

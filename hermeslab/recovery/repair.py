@@ -66,29 +66,25 @@ def repair_message_encoding(message: Message) -> Message | None:
 def _needs_repair(message: Message) -> bool:
     """Whether a text field that ``repair_message_encoding`` repairs holds a lone surrogate.
 
-    Runs on every reply, so it is a plain walk: an ASCII text (nearly all) is
-    ruled out by one C call.
+    Runs on every reply, so it is a plain walk; ``has_surrogates`` rules out an
+    ASCII text (nearly all) by one C call.
     """
     content = message.get("content")
     if type(content) is list:
         if any(_surrogates_in(part["text"]) for part in content if isinstance(part, dict) and "text" in part):
             return True
-    elif type(content) is not str or not content.isascii():
-        if _surrogates_in(content):
-            return True
+    elif _surrogates_in(content):
+        return True
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            arguments = function.get("arguments")
-            if type(arguments) is not str or not arguments.isascii():
-                if _surrogates_in(arguments):
-                    return True
+        if isinstance(function, dict) and _surrogates_in(function.get("arguments")):
+            return True
     return False
 
 
 def _surrogates_in(text: Any) -> bool:
-    """Whether ``text`` holds a lone surrogate; ASCII text (most of it) is ruled out without a regex."""
-    return isinstance(text, str) and not text.isascii() and has_surrogates(text)
+    """Whether ``text`` is a str holding a lone surrogate."""
+    return isinstance(text, str) and has_surrogates(text)
 
 
 def strip_tool_images(messages: Iterable[Message]) -> list[Message]:
@@ -160,7 +156,7 @@ def history_copy(message: Message, arguments: list[dict[str, Any] | ValueError] 
     """
     text = message.get("content") or ""
     clean: Message = {"role": "assistant",
-                      "content": text if isinstance(text, str) and text.isascii() else strip_surrogates(text)}
+                      "content": strip_surrogates(text)}
     calls = tool_calls_of(message)
     if calls:
         if arguments is None:

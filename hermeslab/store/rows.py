@@ -309,7 +309,7 @@ class RowBuilder:
             except Exception:  # never store unredacted text because the redactor broke
                 log.exception("redaction failed; the text is replaced by a marker")
                 text = REDACTION_FAILED
-        return _storable(text)
+        return strip_surrogates(text)
 
     def _content(self, content: Any) -> str | None:
         if content is None:
@@ -352,7 +352,7 @@ def _envelope(event: Event) -> Row:
 
 
 def _opt_str(value: Any) -> str | None:
-    return None if value is None else _storable(str(value))
+    return None if value is None else strip_surrogates(str(value))
 
 
 def _opt_int(value: Any) -> int | None:
@@ -379,9 +379,5 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def _json(value: Any) -> str:
-    return _storable(_ENCODER.encode(value))
+    return strip_surrogates(_ENCODER.encode(value))
 
-
-def _storable(text: str) -> str:
-    """``text`` with lone surrogates replaced; ASCII text (most of it) cannot hold any and is not scanned."""
-    return text if text.isascii() else strip_surrogates(text)

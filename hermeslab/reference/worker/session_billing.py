@@ -23,7 +23,7 @@ import importlib.machinery
 import importlib.util
 import json
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 FRAMING = 3
 PRIMING = 3
