@@ -53,11 +53,17 @@ class Runtime:
         self.writer: StoreWriter | None = None
         #: Whether this runtime created the lab file (so the caller can say where it went).
         self.lab_created = False
-        if self.config.store.enabled:
-            self.lab_created = create_lab(lab_path(self.config))
-            self.writer = StoreWriter(lab_path(self.config), redact=_redactor(self.config))
-            self.writer.attach(self.bus)
+        # The provider first: a runtime that cannot reach its model (or import its client) must not leave
+        # an empty lab behind, or the next run would never say where its lab was created.
         self.provider_handle: ProviderHandle = open_provider(self.config)
+        if self.config.store.enabled:
+            try:
+                self.lab_created = create_lab(lab_path(self.config))
+                self.writer = StoreWriter(lab_path(self.config), redact=_redactor(self.config))
+                self.writer.attach(self.bus)
+            except BaseException:
+                self.provider_handle.close()
+                raise
         self.todos = TodoStore()
         self.tools = builtin_registry(self.config.tools, todo_store=self.todos)
         #: Memory files, skills, background review and memory provider (None when all are switched off).

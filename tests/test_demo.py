@@ -153,3 +153,20 @@ def test_serve_command_answers_the_openai_client(tmp_path):
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(10)
+
+
+def test_a_demo_that_cannot_open_its_provider_leaves_no_lab_so_the_next_run_says_where_it_made_one(
+        tmp_path, monkeypatch, capsys):
+    lab_path = tmp_path / "lab.duckdb"
+
+    def broken(config):
+        raise ModuleNotFoundError("No module named 'missing_client'")
+
+    monkeypatch.setattr(providers, "open_provider", broken)
+    with pytest.raises(ModuleNotFoundError):
+        main(["demo", "--lab", str(lab_path), "--workspace", str(tmp_path / "ws"), "--plot", str(tmp_path / "p.png")])
+    assert not lab_path.exists()
+    monkeypatch.undo()
+    assert main(["demo", "--lab", str(lab_path), "--workspace", str(tmp_path / "ws"),
+                 "--plot", str(tmp_path / "p.png")]) == 0
+    assert f"lab created at {lab_path}" in capsys.readouterr().out

@@ -22,7 +22,10 @@ def test_readme_opens_with_an_install_and_demo_command_and_a_test_command():
     assert "pip install" in tests and "pytest" in tests
 
 
-def test_ci_runs_the_readme_test_command_verbatim():
-    _, tests = readme_commands()
+def test_ci_runs_the_readme_commands_verbatim_the_plain_install_first():
+    """Command 1 runs in a fresh venv without extras, so a dependency only a test extra brings in fails CI."""
+    demo, tests = readme_commands()
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert tests in ci_lines
+    assert demo in ci_lines and tests in ci_lines
+    assert ci_lines.index(demo) < ci_lines.index(tests)
+    assert "test ! -e .venv" in ci_lines[:ci_lines.index(demo)]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import httpx
+import httpx2
 import pytest
 
 from hermeslab.agent import Agent
@@ -67,7 +67,7 @@ class Served:
         self.server.respond, self.server.tokenizer_route = recording, counting
         self.client = OpenAICompatProvider(self.server.base_url, None, MODEL, timeout=10)
         if timeout is not None:
-            self.client.tokenizer._http.timeout = httpx.Timeout(timeout)
+            self.client.tokenizer._http.timeout = httpx2.Timeout(timeout)
 
     @property
     def root(self) -> str:
@@ -106,19 +106,19 @@ def sent_body(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 def test_the_routes_answer_in_each_servers_shape(served):
     llama = served("llama-server")
-    template = httpx.post(f"{llama.root}/apply-template", json={"messages": QUESTION}).json()
+    template = httpx2.post(f"{llama.root}/apply-template", json={"messages": QUESTION}).json()
     assert template["prompt"].endswith("<|im_start|>assistant\n") and SYSTEM["content"] in template["prompt"]
-    tokens = httpx.post(f"{llama.root}/tokenize", json={"content": "Who are you?", "add_special": True}).json()
+    tokens = httpx2.post(f"{llama.root}/tokenize", json={"content": "Who are you?", "add_special": True}).json()
     assert len(tokens["tokens"]) == count_text("Who are you?")
     python = served("llama-cpp-python")
-    assert httpx.post(f"{python.root}/extras/tokenize", json={"input": "Who are you?"}).json()["tokens"] == \
+    assert httpx2.post(f"{python.root}/extras/tokenize", json={"input": "Who are you?"}).json()["tokens"] == \
         tokens["tokens"]
-    assert httpx.post(f"{python.root}/extras/tokenize/count",
+    assert httpx2.post(f"{python.root}/extras/tokenize/count",
                       json={"input": "Who are you?", "model": MODEL}).json() == {"count": count_text("Who are you?")}
     # Each server has only its own dialect; bad bodies get a clear 400.
-    assert httpx.post(f"{python.root}/apply-template", json={"messages": QUESTION}).status_code == 404
-    assert httpx.post(f"{llama.root}/extras/tokenize/count", json={"input": "x"}).status_code == 404
-    refused = httpx.post(f"{llama.root}/tokenize", json={"content": 7})
+    assert httpx2.post(f"{python.root}/apply-template", json={"messages": QUESTION}).status_code == 404
+    assert httpx2.post(f"{llama.root}/extras/tokenize/count", json={"input": "x"}).status_code == 404
+    refused = httpx2.post(f"{llama.root}/tokenize", json={"content": 7})
     assert refused.status_code == 400 and "'content' must be a string" in refused.json()["error"]["message"]
 
 
@@ -142,7 +142,7 @@ def test_a_silent_llama_server_is_counted_on_its_own_template(served, choice):
     asked = list(server.tokenizer_paths)  # the prompt templated and counted, then the reply counted
     assert response.usage_source == "server_template"
     payload = server.payloads[-1]
-    server_counts = len(httpx.post(f"{server.root}/tokenize", json={
+    server_counts = len(httpx2.post(f"{server.root}/tokenize", json={
         "content": templated_prompt(SILENT_LLAMA_SERVER, payload), "add_special": True}).json()["tokens"])
     assert response.usage.prompt_tokens == server_counts
     assert server_counts == count_text(templated_prompt(SILENT_LLAMA_SERVER, payload))
@@ -160,7 +160,7 @@ def test_llama_cpp_python_counts_the_messages_text_with_its_tokenizer(served):
     assert response.usage_source == "server_tokenizer"
     payload = server.payloads[-1]
     text = messages_text(payload["messages"])
-    server_counts = httpx.post(f"{server.root}/extras/tokenize/count", json={"input": text}).json()["count"]
+    server_counts = httpx2.post(f"{server.root}/extras/tokenize/count", json={"input": text}).json()["count"]
     assert response.usage.prompt_tokens == server_counts
     assert response.usage.prompt_tokens < default_counter.count_request(payload["messages"], payload.get("tools"))
     assert response.usage.completion_tokens == count_text(reply_text(response))

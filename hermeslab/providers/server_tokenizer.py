@@ -20,7 +20,7 @@ import json
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
-import httpx
+import httpx2
 
 from ..core.messages import text_of, tool_calls_of
 from ..core.provider import SERVER_TEMPLATE, SERVER_TOKENIZER, ChatResponse, Usage
@@ -43,7 +43,7 @@ class ServerTokenizer:
     def __init__(self, root: str, api_key: str | None, *, timeout: float = TOKENIZE_TIMEOUT_SECONDS):
         self.root = root.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(timeout=timeout, headers=headers)
+        self._http = httpx2.Client(timeout=timeout, headers=headers)
         #: Dialects still worth trying, best first; one found missing is dropped for good.
         self.dialects: list[str] = ["llama-server", "llama-cpp-python"]
 
@@ -70,7 +70,7 @@ class ServerTokenizer:
                 return _usage(prompt, response, reported, count), source
             except RouteMissing:  # rebound, not edited in place: another thread may be reading the list
                 self.dialects = [known for known in self.dialects if known != dialect]
-            except (httpx.HTTPError, KeyError, TypeError, ValueError):
+            except (httpx2.HTTPError, KeyError, TypeError, ValueError):
                 return None
         return None
 
