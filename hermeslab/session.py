@@ -7,7 +7,7 @@ log: user → assistant → the assistant's tool results → the next assistant.
 
 A conversation moves between sessions: /new starts an empty one, /branch and a
 compression in rotation mode continue in a child (the parent chain and the
-"Title (2)" numbering), /resume picks up a logged one, and in-place
+"Title #2" numbering), /resume picks up a logged one, and in-place
 compression rewrites the history of the current one. ``SessionManager`` makes
 each move and logs it through the events it is given to emit.
 """
@@ -99,13 +99,17 @@ class Session:
         return message_id, seq
 
 
+_NUMBERED_TITLE = re.compile(r"(.*?) #(\d+)")
+
+
 def next_title(title: str | None, fallback: str) -> str:
-    """``Title`` → ``Title (2)`` → ``Title (3)``: the name of a continuation session."""
+    """``Title`` → ``Title #2`` → ``Title #3``: the name of a continuation session, numbered as Hermes numbers it
+    (a trailing `` #N`` is the lineage's count, never part of the name)."""
     base = (title or fallback).strip() or "session"
-    match = re.fullmatch(r"(.*) \((\d+)\)", base)
-    if match:
-        return f"{match.group(1)} ({int(match.group(2)) + 1})"
-    return f"{base} (2)"
+    match = _NUMBERED_TITLE.fullmatch(base)
+    if match is None:
+        return f"{base} #2"
+    return f"{match.group(1)} #{max(int(match.group(2)), 1) + 1}"
 
 
 def title_from(text: str | None, limit: int = 60) -> str:

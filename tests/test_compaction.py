@@ -55,7 +55,9 @@ def test_rotation_continues_in_a_child_session_with_numbered_titles(tmp_path):
     starts = [e for e in events if isinstance(e, SessionStarted)]
     assert starts[0].session_id == first_session and starts[0].title == "Tell me about widget_0, please."
     assert [s.parent_session_id for s in starts[1:]] == [s.session_id for s in starts[:-1]]
-    assert starts[1].title == "Tell me about widget_0, please. (2)"
+    assert starts[1].title == "Tell me about widget_0, please. #2"
+    assert [s.title for s in starts[2:4]] == ["Tell me about widget_0, please. #3", "Tell me about widget_0, please. #4"][
+        :len(starts[2:4])]
     ended = [e for e in events if isinstance(e, SessionEnded)]
     assert all(e.end_reason == "compression" for e in ended)
     history = agent.messages
@@ -220,8 +222,8 @@ def test_context_overflow_detection(status, text, expected):
 
 
 def test_titles_number_their_continuations():
-    assert next_title(None, "Fix the bug") == "Fix the bug (2)"
-    assert next_title("Fix the bug (2)", "x") == "Fix the bug (3)"
+    assert next_title(None, "Fix the bug") == "Fix the bug #2"
+    assert next_title("Fix the bug #2", "x") == "Fix the bug #3"
 
 
 def test_open_todos_never_split_a_call_from_its_result():

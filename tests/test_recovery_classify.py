@@ -207,6 +207,44 @@ def test_rate_limit_wording_with_token_counts_is_not_an_overflow():
     assert fault.name == "rate_limit" and parse_context_limit(fault.text) is None
 
 
+#: Wordings in which servers state their window, grouped by the server family that uses them (Hermes 0.19.0
+#: reads each of these; so must the overflow path, or it keeps a window the server has just said is smaller).
+STATED_WINDOWS = [
+    # llama.cpp's server and its wrappers
+    ("Maximum context size 65536 exceeded", 65_536),
+    ("maximum context size 65,536 exceeded", 65_536),
+    ("the request exceeds the available context size (4096 tokens)", 4_096),
+    # LM Studio, Ollama and other local servers
+    ("model's max context length is 65536", 65_536),
+    ("max context window: 8192", 8_192),
+    ("max_context_length = 32768 exceeded", 32_768),
+    # vLLM, every way it prints its model length
+    ("maximum model length 131072", 131_072),
+    ("maximum model length: 131072", 131_072),
+    ("The decoder prompt is longer than the maximum model length of 40960.", 40_960),
+    ("maximum model length is 32768", 32_768),
+    ("exceeds the maximum model length (16384)", 16_384),
+    ("max_model_len: 8192", 8_192),
+    ("`max_model_len` (4096)", 4_096),
+    # Gemini
+    ("The input token count (32825) exceeds... input token count is 32825 but model only supports up to 32768",
+     32_768),
+]
+
+
+@pytest.mark.parametrize("text, limit", STATED_WINDOWS, ids=[t for t, _ in STATED_WINDOWS])
+def test_every_wording_that_states_a_window_is_read(text, limit):
+    assert parse_context_limit(text) == limit
+    assert parse_context_limit(text.upper()) == limit
+
+
+@pytest.mark.parametrize("text", ["this model supports up to 8192 output tokens",
+                                  "supports up to 4096 completion tokens", "maximum model length exceeded",
+                                  "Maximum context size exceeded"])
+def test_wordings_without_a_window_read_none(text):
+    assert parse_context_limit(text) is None
+
+
 @pytest.mark.parametrize("spec", CASES, ids=[spec.id for spec in CASES])
 def test_each_wording_family_takes_its_recovery_path(spec):
     fault = classify(build(spec), spec.session())

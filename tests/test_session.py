@@ -5,13 +5,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermeslab.context.compactor import Compaction
 from hermeslab.core.events import CompressionEvent, Event
 from hermeslab.core.tokens import default_counter
-from hermeslab.session import Session, SessionManager, title_from
+from hermeslab.session import Session, SessionManager, next_title, title_from
 
 
 def whole_text_title(text: str | None, limit: int = 60) -> str:
@@ -110,5 +111,25 @@ def test_rotation_without_listeners_still_moves_to_the_child() -> None:
     compacted = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "summary"}]
     assert manager.apply(_compaction(compacted), strategy="summary", in_place=False) == "rotation"
     assert manager.session.parent_session_id == parent
-    assert manager.session.title == "fix the bug (2)" and manager.session.messages == compacted
+    assert manager.session.title == "fix the bug #2" and manager.session.messages == compacted
     assert sized == []
+    assert manager.apply(_compaction(compacted), strategy="summary", in_place=False) == "rotation"
+    assert manager.session.title == "fix the bug #3"
+
+
+@pytest.mark.parametrize("title, continued", [
+    ("my project", "my project #2"),
+    ("my project #2", "my project #3"),
+    ("my project #9", "my project #10"),
+    ("release #2 notes", "release #2 notes #2"),  # a number inside the name is part of the name
+    ("v2 #1", "v2 #2"),
+    ("issue #12 #4", "issue #12 #5"),
+    ("my project (2)", "my project (2) #2"),  # parentheses are not Hermes's numbering
+])
+def test_continued_sessions_are_numbered_as_hermes_numbers_them(title, continued) -> None:
+    assert next_title(title, "unused") == continued
+
+
+def test_a_session_without_a_title_is_named_after_its_first_ask() -> None:
+    assert next_title(None, "fix the bug") == next_title("", "fix the bug") == "fix the bug #2"
+    assert next_title(None, "   ") == "session #2"

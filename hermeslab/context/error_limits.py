@@ -18,9 +18,13 @@ _NUMBER = r"(\d[\d,]*(?:\.\d+)?(?:\s?[kKmM](?![a-zA-Z]))?)"
 _LIMIT_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
     # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
     r"prompt is too long:\s*[\d,]+\s*tokens?\s*>\s*" + _NUMBER + r"\s*maximum",
-    # vLLM: "max_model_len 4096", "`max_model_len` (4096)", "maximum model length of 4096"
+    # vLLM: "max_model_len 4096", "`max_model_len` (4096)", "maximum model length of 4096",
+    # "maximum model length 131072", "maximum model length: 131072", "maximum model length is (32768)"
     r"max_model_len[`'\"]?\s*(?:\(|=|:|is|of)?\s*" + _NUMBER,
-    r"maximum model length (?:is|of)\s*" + _NUMBER,
+    r"maximum model length[`'\"]?\s*(?:is|of)?\s*[:=(]?\s*" + _NUMBER,
+    # llama.cpp, LM Studio, Ollama: "Maximum context size 65536 exceeded", "max context length is 65536",
+    # "model's max context window: 8192"
+    r"max(?:imum)?[\s_]+context[\s_]+(?:size|length|window)[`'\"]?\s*(?:is|of)?\s*[:=(]?\s*" + _NUMBER,
     # llama.cpp: "exceeds the available context size (4096 tokens)", "\"n_ctx\": 4096"
     r"available context size\s*\(\s*" + _NUMBER + r"\s*tokens?\s*\)",
     r"\bn_ctx(?:_slot)?[\"']?\s*[:=]\s*" + _NUMBER,
@@ -33,6 +37,8 @@ _LIMIT_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
     r"maximum number of tokens allowed\s*\(\s*" + _NUMBER + r"\s*\)",
     # "exceeds the configured limit of 272000 tokens"
     r"(?:limit|maximum) of\s*" + _NUMBER + r"\s*tokens",
+    # Gemini: "input token count is 32825 but model only supports up to 32768"
+    r"supports?\s+(?:only\s+)?up\s+to\s+" + _NUMBER + r"(?![\d.,]|\s*(?:tokens?\s+)?(?:output|completion))",
     # TGI: "must be <= 4096"
     r"must be\s*<=\s*" + _NUMBER,
     # generic "... > 200000 maximum"

@@ -56,6 +56,16 @@ def is_image_part(part: Any) -> bool:
     return isinstance(part, dict) and part.get("type") in _IMAGE_PART_TYPES
 
 
+def rough_tokens(text: str | None) -> int:
+    """A bare text's tokens under the ``rough`` estimator: its characters / 4, rounded up.
+
+    A missing text (a message whose content is None) costs nothing, as in Hermes.
+    """
+    if text is None:
+        return 0
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
 def rough_reply_tokens(message: Message) -> int:
     """chars/4 over what a reply produced: its text parts and each call's name and arguments."""
     chars = 0

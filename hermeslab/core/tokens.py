@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from .cache import put_bounded
 from .config import ConfigError
 from .messages import Message
-from .rough import CHARS_PER_TOKEN, rough_message_tokens, rough_messages_tokens
+from .rough import CHARS_PER_TOKEN, rough_message_tokens, rough_messages_tokens, rough_tokens
 
 if TYPE_CHECKING:
     from .config import CompressionConfig
@@ -438,11 +438,6 @@ def tiktoken_message_tokens(message: Message) -> int:
 
 def tiktoken_messages_tokens(messages: Sequence[Message]) -> int:
     return default_counter.count_messages(messages)
-
-
-def rough_tokens(text: str) -> int:
-    """A bare text's tokens under the ``rough`` estimator: its characters / 4, rounded up."""
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 _ESTIMATORS: dict[str, tuple[MessageEstimate, ListEstimate]] = {
