@@ -156,6 +156,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from .context.budget import explain_threshold
     from .terminal import TerminalChat, read_inputs
 
     config = _load_config(args.config)
@@ -170,7 +171,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     chat = TerminalChat(config)
     try:
         print(f"hermeslab chat · {config.model.name} · session {chat.runtime.agent.session.id} · "
-              "/help for commands, /quit to leave", flush=True)
+              f"{explain_threshold(config)} · /help for commands, /quit to leave", flush=True)
         if (notice := chat.runtime.lab_notice()) is not None:
             print(notice, flush=True)
         for text in read_inputs():
@@ -415,6 +416,25 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reference(args: argparse.Namespace) -> int:
+    """Install the Hermes / OpenHands reference environments (announced), or say which are installed."""
+    from .reference import install
+    from .reference.errors import HermesReferenceError
+
+    if args.action == "status":
+        if args.which is not None:
+            raise SystemExit(f"hermeslab: reference status takes no argument (got {args.which!r}); it shows all")
+        return 0 if install.status() else 1
+    if args.which is None:
+        raise SystemExit("hermeslab: reference install needs what to install: hermes, openhands or all")
+    try:
+        install.install(args.which)
+    except HermesReferenceError as exc:
+        print(f"hermeslab reference: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _exam_settings(cache: str | None, configs: list[Config]) -> ExamSettings | None:
     """The recall exam's settings when ``--exam`` was given (every config must name an endpoint), else None."""
     from .eval.exam import DEFAULT_CACHE_PATH, ExamSettings, require_endpoint
@@ -556,6 +576,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     presets = sub.add_parser("presets", help="list the compression presets, each with its source and policy")
     presets.set_defaults(func=cmd_presets)
+
+    reference = sub.add_parser("reference", help="install the Hermes and OpenHands reference environments the "
+                               "comparisons and their tests use (hundreds of MB), or show which are installed")
+    reference.add_argument("action", choices=("install", "status"))
+    reference.add_argument("which", nargs="?", choices=("hermes", "openhands", "all"), default=None,
+                           help="what to install: hermes (hermes-agent 0.19.0), openhands (two releases) or all")
+    reference.set_defaults(func=cmd_reference)
     return parser
 
 

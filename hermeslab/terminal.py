@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 
 from .core.config import Config, ConfigError, parse_overrides
+from .context.budget import explain_threshold
 
 PROMPT = "you> "
 HELP = """\
@@ -141,7 +142,7 @@ class TerminalChat:
         runtime.bus.subscribe(self._transcript(context_length=config.model.context_length))
         self.runtime, self.overrides = runtime, merged
         note = f"; the conversation continues in session {runtime.resume(resume)}" if resume else ""
-        print("config: " + ", ".join(words) + note)
+        print("config: " + ", ".join(words) + note + "\n" + explain_threshold(config))
 
     def _cmd_export(self, rest: str) -> None:
         words = _split(rest)
@@ -167,23 +168,21 @@ def read_inputs(stdin: Any = None) -> Iterator[str]:
                 print()
                 return
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
-    from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.history import InMemoryHistory
 
-    keys = KeyBindings()
-
-    @keys.add("escape", "enter")
-    def _line_break(event: Any) -> None:
-        event.current_buffer.insert_text("\n")
+    from .terminal_input import BoundedFileHistory, InputLimit, key_bindings
 
     path = HISTORY_FILE.expanduser()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        history: Any = FileHistory(str(path))
+        history: Any = BoundedFileHistory(str(path))
     except OSError:
         history = InMemoryHistory()
-    session: PromptSession = PromptSession(history=history, key_bindings=keys)
+    limit = InputLimit()
+    session: PromptSession = PromptSession(history=history, key_bindings=key_bindings(limit),
+                                           bottom_toolbar=limit.toolbar)
     while True:
+        limit.dropped = 0
         try:
             yield session.prompt(PROMPT)
         except KeyboardInterrupt:  # Ctrl+C clears the line, as in a shell

@@ -448,6 +448,15 @@ def test_config_command_rebuilds_with_overrides_and_keeps_the_conversation(shell
     assert "continues in session" in capsys.readouterr().out
 
 
+def test_the_config_command_says_where_compression_fires_and_which_rule_decided(shell, capsys):
+    shell.run_line_magic("hermes", "config model.context_length=100000 compression.threshold=0.6")
+    out = capsys.readouterr().out
+    assert ("compression fires at 64,000 tokens (0.64 of the 100,000-token window): seed's min_threshold_tokens "
+            "floor of 64,000 wins over 0.6 of the window below windows of 106,667 tokens") in out
+    shell.run_line_magic("hermes", "config model.context_length=200000")
+    assert "compression fires at 120,000 tokens (0.60 of the 200,000-token window)" in capsys.readouterr().out
+
+
 def test_a_refused_setting_leaves_the_previous_config_in_force(shell, capsys):
     shell.run_cell("%%hermes\nread notes.txt")
     chat = current_chat()

@@ -91,6 +91,15 @@ def test_slash_commands_work_a_mistake_changes_nothing_and_a_paste_is_one_messag
     assert terminal.close() == 0
 
 
+def test_a_setting_a_floor_overrides_is_named_when_it_is_set(terminal):
+    terminal.wait_for(r"you>")
+    terminal.type("/config model.context_length=100000 compression.threshold=0.3\r")
+    terminal.wait_for(r"compression fires at 64,000 tokens \(0\.64 of the 100,000-token window\): seed's "
+                      r"min_threshold_tokens floor of 64,000 wins over 0\.3 of the window.*?you>")
+    terminal.type("/quit\r")
+    assert terminal.close() == 0
+
+
 def test_ctrl_d_leaves_the_chat(terminal):
     terminal.wait_for(r"you>")
     terminal.type("\x04")

@@ -7,12 +7,13 @@ numbers can be logged next to each decision.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from hermeslab.core.config import CompressionConfig
+from hermeslab.core.config import CompressionConfig, Config
 
 from ..core.presets import validate_compression_config
-from .zoo_triggers import zoo_threshold_tokens
+from .zoo_triggers import TRIGGER_RULES as ZOO_TRIGGER_RULES, zoo_threshold_tokens
 
 _TARGET_RATIO_RANGE = (0.10, 0.80)
 
@@ -92,6 +93,55 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
         threshold_percent=percent,
         fixed_tokens=fixed_tokens,
     )
+
+
+def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None) -> str:
+    """Which rule of ``derive_budgets`` set the trigger at this window, in words a setting's author can act on.
+
+    A setting can be accepted and still do nothing (a floor or a ceiling wins,
+    or a zoo strategy brings its agent's own rule): the sentence says which
+    rule decided, and for a floor, from which window on the fraction acts.
+    """
+    budgets = derive_budgets(cfg, context_length, max_tokens)
+    window, percent, floor = budgets.effective_window, budgets.threshold_percent, cfg.min_threshold_tokens
+    proportional = int(window * percent)
+    reserve = context_length - window
+    fallback = f"so compression fires at min_trigger_ratio {cfg.min_trigger_ratio} of it"
+    if cfg.strategy in ZOO_TRIGGER_RULES:
+        rule = f"the trigger rule of the {cfg.preset} strategy ({cfg.strategy}) decides"
+        if budgets.threshold_tokens <= 1:
+            return f"{rule}, and at this window it leaves no room: it compacts before every request"
+        return rule
+    if floor >= window:
+        return f"the min_threshold_tokens floor of {floor:,} reaches the window, {fallback}"
+    if proportional >= window:
+        return f"a threshold of {percent} reaches the window, {fallback}"
+    if cfg.max_trigger_ratio is not None and budgets.threshold_tokens < max(floor, proportional):
+        return f"{cfg.preset}'s max_trigger_ratio ceiling holds compression at {cfg.max_trigger_ratio} of the window"
+    if floor > proportional:
+        rule = f"{cfg.preset}'s min_threshold_tokens floor of {floor:,} wins over {percent} of the window"
+        if cfg.small_window_limit is None:  # one fraction for every window: it acts once it clears the floor
+            rule += f" below windows of {math.floor(floor / percent) + 1 + reserve:,} tokens"
+        return rule
+    if percent != cfg.threshold:
+        return f"the small-window rule raises the threshold to {percent} below {cfg.small_window_limit:,} tokens"
+    return f"compression.threshold {percent} of the window decides"
+
+
+def explain_threshold(config: Config) -> str:
+    """One line: where automatic compression fires (tokens and share of the window) and the rule that decided it.
+
+    What the chat front ends say when a config is loaded or changed, so a
+    setting that a floor or a ceiling overrides is named at once.
+    """
+    cfg, context_length, max_tokens = config.compression, config.model.context_length, config.model.max_tokens
+    if not cfg.enabled:
+        return "automatic compression is off (compression.enabled is false)"
+    budgets = derive_budgets(cfg, context_length, max_tokens)
+    share = budgets.threshold_tokens / context_length
+    tokens = "1 token" if budgets.threshold_tokens == 1 else f"{budgets.threshold_tokens:,} tokens"
+    return (f"compression fires at {tokens} ({share:.2f} of the {context_length:,}-token "
+            f"window): {threshold_rule(cfg, context_length, max_tokens)}")
 
 
 #: Below this many tokens a summary cannot hold the template's headings and the open request.

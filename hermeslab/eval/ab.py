@@ -46,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from hermeslab import __version__
-from hermeslab.context.budget import derive_budgets
+from hermeslab.context.budget import derive_budgets, threshold_rule
 from hermeslab.core.config import CompressionConfig, Config, load_config
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
@@ -365,21 +365,7 @@ def _why_flat(config: Config) -> list[str]:
     """Which rules of ``derive_budgets`` set the effective values of ``config``."""
     cfg = config.compression
     budgets = derive_budgets(cfg, config.model.context_length, config.model.max_tokens)
-    window, percent, floor = budgets.effective_window, budgets.threshold_percent, cfg.min_threshold_tokens
-    proportional = int(window * percent)
-    fallback = f"compression fires at min_trigger_ratio {cfg.min_trigger_ratio} of it"
-    if floor >= window:
-        reasons = [f"the min_threshold_tokens floor of {floor:,} reaches the window, so {fallback}"]
-    elif proportional >= window:
-        reasons = [f"a threshold of {percent} reaches the window, so {fallback}"]
-    elif cfg.max_trigger_ratio is not None and budgets.threshold_tokens < max(floor, proportional):
-        reasons = [f"the max_trigger_ratio ceiling holds compression at {cfg.max_trigger_ratio} of the window"]
-    elif floor > proportional:
-        reasons = [f"the min_threshold_tokens floor of {floor:,} is above {percent} of the window"]
-    elif percent != cfg.threshold:
-        reasons = [f"the small-window rule raises the threshold to {percent}"]
-    else:
-        reasons = [f"compression fires at {percent} of the window"]
+    reasons = [threshold_rule(cfg, config.model.context_length, config.model.max_tokens)]
     if cfg.summary_min_tokens >= budgets.max_summary_tokens:
         reasons.append(f"summary_min_tokens {cfg.summary_min_tokens:,} is not below the summary cap of "
                        f"{budgets.max_summary_tokens:,}, so every summary gets the minimum")

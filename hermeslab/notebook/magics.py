@@ -10,6 +10,7 @@ import shlex
 
 from IPython.core.error import UsageError
 
+from ..context.budget import explain_threshold
 from ..core.config import ConfigError, parse_overrides
 from ..store import StoreError
 from .chat import ChatBusyError, NotebookChat
@@ -117,7 +118,8 @@ class HermesMagics:
             print(f"config overrides: {shown}\nusage: %hermes config key=value ...  e.g. compression.threshold=0.6")
             return
         note = self.chat.configure(parse_overrides(words))
-        print("config: " + ", ".join(words) + (f"\n{note}" if note else ""))
+        print("config: " + ", ".join(words) + (f"\n{note}" if note else "") + "\n"
+              + explain_threshold(self.chat.runtime.config))
 
     def _cmd_export(self, rest: str) -> None:
         words = _split(rest)
