@@ -2,6 +2,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -96,9 +97,18 @@ def test_one_counter_per_encoding_and_the_default_counts_cl100k():
         counter_for("p50k_base")
 
 
-def test_the_fast_backend_is_in_use():
-    """The install builds the C counter (a compiler is on every machine here); bpe-openai is its fallback."""
-    assert default_counter.backend == counter_for("o200k_base").backend == "bpecount"
+def test_the_fastest_installed_backend_is_in_use():
+    """The C counter where the install built it; bpe-openai (a dependency) where there was no compiler."""
+    expected = "bpecount" if importlib.util.find_spec("hermeslab.core._bpecount") else "bpe-openai"
+    assert default_counter.backend == counter_for("o200k_base").backend == expected
+
+
+def test_without_the_built_module_the_next_backend_counts(monkeypatch):
+    monkeypatch.setattr(tokens, "_backends", {})
+    monkeypatch.setitem(sys.modules, "hermeslab.core._bpecount", None)  # what a failed import looks like
+    count, name = tokens.text_counter("cl100k_base")
+    assert name == "bpe-openai"
+    assert count("hello world") == 2
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # bpe_openai reads its data with a deprecated call

@@ -10,7 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermeslab.eval import metrics
-from hermeslab.eval._factwords import candidate_words
+
+from c_helpers import c_helper
+
+_factwords, needs_c = c_helper("hermeslab.eval._factwords")
 
 #: The characters the definition treats specially, whitespace that only ``str.split`` breaks at, and word
 #: characters of every width (Latin-1, two-byte, four-byte).
@@ -24,10 +27,21 @@ def by_definition(text: str) -> frozenset[str]:
     return frozenset(word for word in metrics._words(text) if metrics._PLAIN_WORD.fullmatch(word) is None)
 
 
+@needs_c
 @settings(max_examples=3_000, deadline=None)
 @given(TEXTS)
 def test_the_c_pass_finds_the_words_the_definition_finds(text):
-    assert candidate_words(text) == by_definition(text)
+    assert _factwords.candidate_words(text) == by_definition(text)
+
+
+@pytest.fixture(params=[pytest.param("c", marks=needs_c), "python"])
+def candidate_words(request, monkeypatch):
+    """``metrics.candidate_words`` through the C pass, and through the fallback an install without a compiler uses."""
+    if request.param == "python":
+        monkeypatch.setattr(metrics, "_candidate_words", None)
+    else:
+        monkeypatch.setattr(metrics, "_candidate_words", _factwords.candidate_words)
+    return metrics.candidate_words
 
 
 @pytest.mark.parametrize("text, words", [
@@ -39,15 +53,10 @@ def test_the_c_pass_finds_the_words_the_definition_finds(text):
     ("v2.3.1:\x0b.,", {"v2.3.1:"}),  # a vertical tab breaks words but is no space to a clause end
     ("Value value VALUE ENOENT parseArgs", {"VALUE", "ENOENT", "parseArgs"}),
     ("café Über 中文 x", {"café", "Über", "中文"}),
+    ("Check P-4711 at /hubs/leeds.csv, then order_4711: done.", {"P-4711", "/hubs/leeds.csv", "order_4711"}),
 ])
-def test_examples(text, words):
+def test_examples(candidate_words, text, words):
     assert candidate_words(text) == words == by_definition(text)
-
-
-def test_the_fallback_without_a_compiler_finds_the_same_words(monkeypatch):
-    text = "Check P-4711 at /hubs/leeds.csv, then order_4711: done."
-    monkeypatch.setattr(metrics, "_candidate_words", None)
-    assert metrics.candidate_words(text) == candidate_words(text) == {"P-4711", "/hubs/leeds.csv", "order_4711"}
 
 
 @settings(max_examples=2_000, deadline=None)
@@ -60,9 +69,10 @@ def test_a_plain_word_is_never_a_fact(word):
 @given(TEXTS)
 def test_every_fact_among_a_texts_words_is_a_candidate(text):
     facts = {word for word in metrics.word_set(text) if metrics.is_fact(word)}
-    assert facts <= candidate_words(text)
+    assert facts <= metrics.candidate_words(text)
 
 
+@needs_c
 def test_a_non_string_is_refused_clearly():
     with pytest.raises(TypeError, match="needs a str, got bytes"):
-        candidate_words(b"abc")
+        _factwords.candidate_words(b"abc")

@@ -7,31 +7,38 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermeslab.core import rough
-from hermeslab.core._reprlen import ascii_repr_length, repr_length
+
+from c_helpers import c_helper
+
+_reprlen, needs_c = c_helper("hermeslab.core._reprlen")
 
 #: Every character a str repr treats specially, and plain ones around them.
 ASCII = st.text(alphabet=st.sampled_from([chr(c) for c in range(128)]), max_size=300)
 
 
+@needs_c
 @settings(max_examples=2_000, deadline=None)
 @given(ASCII)
 def test_an_ascii_text_gives_its_repr_length_and_newlines(text):
-    assert ascii_repr_length(text) == (len(repr(text)), text.count("\n"))
+    assert _reprlen.ascii_repr_length(text) == (len(repr(text)), text.count("\n"))
 
 
+@needs_c
 @pytest.mark.parametrize("text", ["", "'", '"', "'\"", "it's", 'say "hi"', "\x7f\x00\\\t\r\n", "a" * 100_003])
 def test_quote_choice_and_escapes(text):
-    assert ascii_repr_length(text) == (len(repr(text)), text.count("\n"))
+    assert _reprlen.ascii_repr_length(text) == (len(repr(text)), text.count("\n"))
 
 
+@needs_c
 @given(st.text(min_size=1).filter(lambda text: not text.isascii()))
 def test_any_other_text_is_left_to_repr(text):
-    assert ascii_repr_length(text) is None
+    assert _reprlen.ascii_repr_length(text) is None
 
 
+@needs_c
 def test_a_non_string_is_refused_clearly():
     with pytest.raises(TypeError, match="needs a str, got bytes"):
-        ascii_repr_length(b"abc")
+        _reprlen.ascii_repr_length(b"abc")
 
 
 @settings(max_examples=500, deadline=None)
@@ -55,12 +62,14 @@ VALUES = st.recursive(
     max_leaves=30)
 
 
+@needs_c
 @settings(max_examples=2_000, deadline=None)
 @given(VALUES)
 def test_repr_length_is_the_length_of_the_repr(value):
-    assert repr_length(value) == len(repr(value))
+    assert _reprlen.repr_length(value) == len(repr(value))
 
 
+@needs_c
 def test_containers_inside_themselves_and_other_types_are_measured_as_repr_writes_them():
     loop: list = [1]
     loop.append(loop)
@@ -72,13 +81,14 @@ def test_containers_inside_themselves_and_other_types_are_measured_as_repr_write
             return "SHOUT"
 
     for value in (loop, home, {"k": Shout("x")}, [OrderedDict(a=1)], {(1, 2): {3, 4}}, [b"bytes", 2.5e-300, -7]):
-        assert repr_length(value) == len(repr(value))
+        assert _reprlen.repr_length(value) == len(repr(value))
 
 
+@needs_c
 def test_a_failing_repr_inside_a_message_is_raised_as_repr_raises_it():
     class Broken:
         def __repr__(self):
             raise ValueError("no repr here")
 
     with pytest.raises(ValueError, match="no repr here"):
-        repr_length({"role": "user", "content": [Broken()]})
+        _reprlen.repr_length({"role": "user", "content": [Broken()]})

@@ -1,0 +1,23 @@
+"""The C helpers an install builds where a compiler is present, and the mark that skips their own checks.
+
+An install without a compiler still works (each helper has a Python
+fallback), so a check of the C code itself skips there with the reason, while
+the fallback's checks run either way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import pytest
+
+
+def c_helper(name: str) -> tuple[ModuleType | None, pytest.MarkDecorator]:
+    """The built module ``name`` (None when it was not built) and a mark that skips a C-only check without it."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        module = None
+    reason = f"{name} was not built (no C compiler at install); its Python fallback is tested instead"
+    return module, pytest.mark.skipif(module is None, reason=reason)
