@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .core.config import Config
     from .eval.exam import ExamSettings
 
@@ -316,6 +318,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         run_ab,
     )
     from .eval.stats import paired_compare
+    from .eval.tables import LEGEND, PLAIN_COLUMNS, default_price_note
 
     configs = {config_label(spec): spec for spec in args.config}
     if len(configs) < len(args.config):
@@ -336,6 +339,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     except (OSError, ValueError, ImportError) as exc:
         raise SystemExit(f"hermeslab: {exc}") from None
     failed = frame[frame["status"] != "ok"]
+    left_out, hidden = _ab_left_out(frame, args.metric, args.all_metrics)
+    tables = {name: _without(table, left_out + hidden) for name, table in tables.items()}
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     for problem in frame.attrs["problems"]:
@@ -346,19 +351,58 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(f"warning: {row.session_id} under {row.config} kept, flagged: {row.note}", file=sys.stderr)
     print(f"{frame['session_id'].nunique()} sessions x {len(configs)} configs, {len(failed)} failed cell(s), "
           f"run {frame.attrs['run_id']}" + (f", results in {args.out}" if args.out else ""))
+    for line in frame.attrs["nothing_compressed"]:
+        print(f"note: {line}")
+    if (price := default_price_note(frame)) is not None:
+        print(f"note: {price}")
+    if hidden:
+        print(f"{len(hidden)} metric(s) hidden: no config changed them in any session (--all-metrics shows them)")
+    if all(table.empty for table in tables.values()):
+        print("nothing to compare: no config changed any other metric in any session")
+        for table in tables.values():
+            for metric, why in table.attrs.get("left_out", {}).items():
+                print(f"not compared: {metric}, {why}")
+        tables = {}
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         for name, table in tables.items():
             units = frame.loc[frame["config"] == name, "token_unit"].dropna().unique() \
                 if "token_unit" in frame.columns else []
             unit = f"; token figures in {', '.join(units)}" if len(units) else ""
             print(f"\n{name} vs {baseline} (difference B - A per session, 95% bootstrap CI{unit}):")
-            print(table.to_string(float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1_000 else f"{v:.4g}"))
+            print(table.rename(columns=PLAIN_COLUMNS).to_string(
+                float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1_000 else f"{v:.4g}"))
             for metric, why in table.attrs.get("left_out", {}).items():
                 print(f"not compared: {metric}, {why}")
+    if tables:
+        print(f"\n{LEGEND}")
     why = failure_line(frame)
     if why is not None:
         print(f"hermeslab ab: exit 1: {why}", file=sys.stderr)
     return 1 if why is not None else 0
+
+
+def _ab_left_out(frame: pd.DataFrame, asked: list[str] | None, every: bool) -> tuple[list[str], list[str]]:
+    """The rows ``ab`` leaves out of its tables: (shown in other ways, changed by no config).
+
+    Metrics asked for by name are all shown. Otherwise the counts a share is
+    made of (``SHARE_PARTS``: the share row carries them) and the
+    ``price_is_default`` flag (said in a note) are left out, and so are
+    metrics no config changed in any session, unless ``every``.
+    """
+    from .eval.stats import metric_columns
+    from .eval.tables import SHARE_PARTS, unchanged_metrics
+
+    if asked or every:
+        return [], []
+    parts = [part for pair in SHARE_PARTS.values() for part in pair] + ["price_is_default"]
+    return parts, unchanged_metrics(frame, [metric for metric in metric_columns(frame) if metric not in parts])
+
+
+def _without(table: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """``table`` without the rows of ``metrics``, its notes (``attrs``) kept."""
+    kept = table.drop(index=[metric for metric in metrics if metric in table.index])
+    kept.attrs = dict(table.attrs)
+    return kept
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -553,7 +597,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "or one by one in this process")
     ab.add_argument("--workers", type=int, help="worker processes (default: one per CPU)")
     ab.add_argument("--limit", type=int, metavar="N", help="only the first N sessions of each file")
-    ab.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all)")
+    ab.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: every metric "
+                                                     "some config changed)")
+    ab.add_argument("--all-metrics", action="store_true",
+                    help="also show metrics no config changed in any session, and the counts behind each share")
     ab.add_argument("--resamples", type=int, default=9_999, help="bootstrap resamples (default 9999)")
     ab.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     _add_exam_option(ab)

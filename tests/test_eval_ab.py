@@ -20,6 +20,7 @@ from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.eval.ab import (
     FlatSweepWarning,
+    NothingCompressedWarning,
     ReplayCell,
     budget_effect,
     cell_identity,
@@ -30,6 +31,7 @@ from hermeslab.eval.ab import (
     gather_recordings,
     plan_work,
     run_ab,
+    window_to_compress,
 )
 from hermeslab.core.config import load_config
 from hermeslab.recordings import Recording
@@ -563,7 +565,7 @@ def test_the_ab_command_prints_the_comparison_and_resumes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "3 sessions x 2 configs, 0 failed cell(s)" in printed
     assert "seed,model.context_length=2000 vs seed" in printed
-    table = printed.split("bootstrap CI; token figures in tiktoken cl100k_base):\n", 1)[1].splitlines()
+    table = printed.split("bootstrap CI; token figures in tiktoken cl100k_base):\n", 1)[1].split("\n\n")[0].splitlines()
     assert table[0].split()[:4] == ["n_pairs", "n_failed_pairs", "mean_a", "mean_b"]
     assert [line.split()[0] for line in table[2:]] == ["prompt_tokens", "api_calls"]
     assert main(argv) == 0
@@ -607,3 +609,52 @@ def test_the_ab_command_names_bad_configs(tmp_path, configs, message):
         argv += ["--config", spec]
     with pytest.raises(SystemExit, match=message):
         main(argv)
+
+
+OFFLINE = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
+
+
+def test_a_config_that_compressed_nothing_is_named_with_its_peak_threshold_and_a_window_that_would():
+    configs = {"hermes": "hermes-0.19", "seed": "seed", "small": "seed,model.context_length=8000"}
+    with pytest.warns(NothingCompressedWarning) as caught:
+        frame = run_ab([OFFLINE], configs, executor="serial", progress=False, limit=6)
+    lines = frame.attrs["nothing_compressed"]
+    assert [str(w.message) for w in caught] == lines and len(lines) == 2  # "small" compressed
+    seed = frame[frame["config"] == "seed"]
+    assert lines[1].startswith(f"seed compressed none of 6 session(s): peak prompt "
+                               f"{seed['peak_prompt_tokens'].max():,} tokens (tiktoken cl100k_base), threshold "
+                               "52,428 tokens (tiktoken cl100k_base) at its 65,536-token window; try "
+                               "model.context_length=")
+    for name, line in zip(("hermes", "seed"), lines):
+        window = int(line.split("model.context_length=")[1].split()[0])
+        resized = run_ab([OFFLINE], {name: f"{configs[name]},model.context_length={window}"}, executor="serial",
+                         progress=False, limit=6)
+        assert (resized["compressions"] > 0).mean() >= 0.5, (line, resized["compressions"].tolist())
+        assert resized.attrs["nothing_compressed"] == []
+
+
+def test_the_suggested_window_follows_the_config_s_rule_and_is_none_when_no_window_lowers_it():
+    seed = load_config("seed")  # 0.8 of windows under 80,000
+    assert window_to_compress(seed, 8_000) == 9_000 and window_to_compress(seed, 8_001) == 10_000
+    absolute = load_config("anthropic-clear-tool-uses-20250919,model.context_length=200000")
+    assert window_to_compress(absolute, 50_000) is None  # its trigger is 100,000 tokens at any window
+
+
+def test_the_ab_command_says_nothing_was_compressed_and_hides_what_no_config_changed(tmp_path, capsys):
+    from hermeslab.cli import main
+
+    argv = ["ab", str(OFFLINE), "--config", "hermes-0.19", "--config", "seed", "--executor", "serial",
+            "--limit", "4", "--resamples", "99"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("compressed none of 4 session(s)") == 2
+    assert "metric(s) hidden: no config changed them in any session (--all-metrics shows them)" in out
+    assert "nothing to compare" in out and "\ncompressions " not in out
+    assert main([*argv, "--all-metrics"]) == 0
+    shown = capsys.readouterr().out
+    assert "\ncompressions " in shown and "\ntask_kept " in shown and "hidden" not in shown
+    assert main(["ab", str(OFFLINE), "--config", "hermes-0.19,model.context_length=8000", "--config",
+                 "seed,model.context_length=8000", "--executor", "serial", "--limit", "4", "--resamples", "99"]) == 0
+    compared = capsys.readouterr().out
+    assert "compressed none" not in compared and "\ncompressions " in compared and "B/A" in compared
+    assert "\ntask_kept " not in compared and "\nfacts_at_risk " not in compared and "task_survival = " in compared

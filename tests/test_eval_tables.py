@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermeslab.eval.tables import readable_comparison, readable_means, unit_of
+from hermeslab.eval.tables import default_price_note, readable_comparison, readable_means, unchanged_metrics, unit_of
 
 COMPARISON = pd.DataFrame(
     {"n_pairs": [9, 9, 9, 8], "mean_a": [74297.78, 3.0, 0.086220, 1.0], "mean_b": [78698.33, 5.333333, 0.105307, 1.0],
@@ -68,3 +68,19 @@ def test_a_shown_figure_is_within_half_a_last_digit_of_the_value(value, metric):
     shown = readable_comparison(row).iloc[0]["mean_a"]
     decimals = unit_of(metric)[1]
     assert abs(float(shown.replace(",", "")) - value) <= 0.5 * 10 ** -decimals + 1e-9 * abs(value)
+
+
+def test_a_metric_is_unchanged_only_when_every_session_has_one_value_under_every_config():
+    results = pd.DataFrame({
+        "session_id": ["s1", "s1", "s2", "s2"], "config": ["A", "B", "A", "B"], "status": "ok",
+        "same": [3, 3, 7, 7], "moved": [3, 3, 7, 8], "shares": [np.nan, np.nan, 1.0, 1.0],
+        "defined_once": [np.nan, 1.0, 1.0, 1.0]})
+    assert unchanged_metrics(results, ["same", "moved", "shares", "defined_once"]) == ["same", "shares"]
+    failed = results.assign(status=["ok", "ok", "ok", "error"])
+    assert unchanged_metrics(failed, ["moved"]) == ["moved"]  # the differing cell did not finish
+
+
+def test_the_default_price_is_said_in_words_and_only_when_used():
+    results = pd.DataFrame({"session_id": ["s1", "s1", "s2"], "price_is_default": [1, 1, 0]})
+    assert "of 1 session(s) use the default price" in default_price_note(results)
+    assert default_price_note(results.assign(price_is_default=0)) is None

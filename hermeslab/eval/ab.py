@@ -50,7 +50,7 @@ from hermeslab.context.budget import derive_budgets, threshold_rule
 from hermeslab.core.config import CompressionConfig, Config, load_config
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
-from .executors import CHUNKS_PER_WORKER, ChunkDone, make_executor, plan_chunks
+from .executors import CHUNKS_PER_WORKER, ChunkDone, endpoint_slots, make_executor, plan_chunks
 from .recording import read_recordings
 from .results import ROW_COLUMNS, CellRow, ResultsFile, RunInfo, config_records, utcnow
 
@@ -372,6 +372,76 @@ def _why_flat(config: Config) -> list[str]:
     return reasons
 
 
+# ---------------------------------------------------------------- configs that compressed nothing
+
+
+class NothingCompressedWarning(UserWarning):
+    """A config that compressed no session of a run: its rows say nothing about its compression."""
+
+
+def nothing_compressed(frame: pd.DataFrame, configs: Mapping[str, Config]) -> list[str]:
+    """One line per config that compressed no session it finished: the peak prompt, the threshold, a window.
+
+    A run in which a config never compressed measures the recordings, not the
+    config, and its comparison prints rows of zeros that look like a verdict.
+    The line names the largest prompt (in the billing unit) and where that
+    config fires (in its estimator's unit), and suggests a window at which
+    compression would fire for at least half of the sessions: the largest
+    window, in steps of 1,000 tokens, whose threshold under the config's own
+    rules lies below the median session's peak. Frames without the replay's
+    ``compressions`` and ``peak_prompt_tokens`` columns get no lines.
+    """
+    if not {"compressions", "peak_prompt_tokens"} <= set(frame.columns):
+        return []
+    lines = []
+    for name, config in configs.items():
+        rows = frame[(frame["config"] == name) & (frame["status"] == "ok")]
+        if rows.empty or rows["compressions"].fillna(0).sum() > 0 or not config.compression.enabled:
+            continue
+        peaks = rows["peak_prompt_tokens"].dropna()
+        if peaks.empty:
+            continue
+        window, max_tokens = config.model.context_length, config.model.max_tokens
+        threshold = derive_budgets(config.compression, window, max_tokens).threshold_tokens
+        unit = _unit(rows, "token_unit")
+        decision = _unit(rows, "decision_unit")
+        line = (f"{name} compressed none of {len(rows)} session(s): peak prompt {int(peaks.max()):,} tokens{unit}, "
+                f"threshold {threshold:,} tokens{decision} at its {window:,}-token window")
+        median = int(peaks.median())
+        suggested = window_to_compress(config, median)
+        if suggested is None:
+            line += f"; no smaller window brings its threshold below the median session's peak of {median:,}"
+        else:
+            below = derive_budgets(config.compression, suggested, max_tokens).threshold_tokens
+            line += (f"; try model.context_length={suggested} (threshold {below:,}, below the median session's peak "
+                     f"of {median:,})")
+        lines.append(line)
+    return lines
+
+
+def window_to_compress(config: Config, peak: int, *, step: int = 1_000) -> int | None:
+    """The largest window (a multiple of ``step`` below the config's) whose threshold is under ``peak`` tokens.
+
+    None when no such window exists (a trigger that does not fall with the
+    window, or an output cap that leaves no window small enough).
+    """
+    compression, max_tokens = config.compression, config.model.max_tokens
+    for window in range((config.model.context_length - 1) // step * step, 0, -step):
+        if max_tokens is not None and window <= max_tokens:
+            break
+        if derive_budgets(compression, window, max_tokens).threshold_tokens < peak:
+            return window
+    return None
+
+
+def _unit(rows: pd.DataFrame, column: str) -> str:
+    """`` (unit)`` from a unit column of the rows, or nothing when the column is absent or mixed."""
+    if column not in rows.columns:
+        return ""
+    units = rows[column].dropna().unique()
+    return f" ({units[0]})" if len(units) == 1 else ""
+
+
 # ---------------------------------------------------------------- recordings
 
 
@@ -440,8 +510,11 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     metric, ``failed_turns`` always among them (empty where the cell function
     does not report it, or for cells reused from a file written before the
     column existed).
-    ``frame.attrs`` holds ``run_id`` and ``problems`` (``RecordingProblem``s
-    of what was skipped: path, line, reason).
+    ``frame.attrs`` holds ``run_id``, ``problems`` (``RecordingProblem``s
+    of what was skipped: path, line, reason) and ``nothing_compressed``: one
+    line per config that compressed no session, with the peak prompt, its
+    threshold and a window that would make it compress (``nothing_compressed``),
+    each also given as a ``NothingCompressedWarning``.
 
     Configs that differ only in ``BUDGET_SETTINGS`` and come to the same
     ``budget_effect`` at their window get one ``FlatSweepWarning`` (a
@@ -454,7 +527,8 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     if flat:
         warnings.warn(" ".join(flat) + " To sweep these settings, lower the floors (compression.min_threshold_tokens, "
                       "compression.summary_min_tokens) or use a larger window.", FlatSweepWarning, stacklevel=2)
-    chosen = make_executor(executor, workers)
+    chosen = make_executor(executor, workers,
+                           slots=endpoint_slots(named.values(), exam=getattr(cell, "exam", None) is not None))
     found, problems = gather_recordings(recordings, limit=limit)
     if problems:
         shown = "\n".join(str(p) for p in problems[:10])
@@ -498,7 +572,10 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
         frame = store.rows(wanted, identity)
     finally:
         store.close()
-    frame.attrs.update(run_id=run.run_id, problems=problems)
+    quiet = nothing_compressed(frame, named)
+    frame.attrs.update(run_id=run.run_id, problems=problems, nothing_compressed=quiet)
+    for line in quiet:
+        warnings.warn(line, NothingCompressedWarning, stacklevel=2)
     return frame
 
 

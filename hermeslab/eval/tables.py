@@ -16,6 +16,43 @@ import pandas as pd
 SHARES = frozenset({"retention", "task_survival", "b_lower_share"})
 #: Columns of a paired comparison that are in the metric's own unit.
 IN_METRIC_UNIT = ("mean_a", "mean_b", "mean_diff", "ci_low", "ci_high")
+#: Shares and the counts they are made of: the counts are kept for pooling runs, the share is what to compare
+#: (a share of 1 makes its two counts equal in every session, which reads as two identical metrics).
+SHARE_PARTS = {"task_survival": ("task_kept", "task_judged"), "retention": ("facts_retained", "facts_at_risk")}
+#: Comparison columns under names a reader can take in at a glance, and what each means.
+PLAIN_COLUMNS = {"ratio": "B/A", "b_lower_share": "B lower"}
+LEGEND = ("B/A: B's mean over A's; B lower: share of the sessions in which B's value is below A's; "
+          "task_survival = task_kept / task_judged (compressions that kept the latest user message verbatim), "
+          "retention = facts_retained / facts_at_risk (facts a compression took out and a later reply used, "
+          "still in that call's context)")
+
+
+def unchanged_metrics(results: pd.DataFrame, metrics: Sequence[str]) -> list[str]:
+    """The ``metrics`` whose value no config changes: in every session, every config's value is the same.
+
+    Their comparison rows are zeros by construction (a rule that never fired,
+    a count the config cannot touch); a reader is better told how many there
+    are than shown each. Only finished cells count; a missing value equals
+    only a missing value.
+    """
+    finished = results[results["status"] == "ok"] if "status" in results.columns else results
+    unchanged = []
+    for metric in metrics:
+        values = finished[["session_id", metric]].astype({metric: "float64"}).fillna({metric: float("inf")})
+        if (values.groupby("session_id")[metric].nunique() <= 1).all():
+            unchanged.append(metric)
+    return unchanged
+
+
+def default_price_note(results: pd.DataFrame) -> str | None:
+    """What ``price_is_default`` = 1 means, in one line (None when every session's model has a listed price)."""
+    if "price_is_default" not in results.columns:
+        return None
+    sessions = results.loc[results["price_is_default"] == 1, "session_id"].nunique()
+    if not sessions:
+        return None
+    return (f"cost_usd and cost_cached_usd of {sessions} session(s) use the default price: their recorded model is "
+            "not in the price table (hermeslab.eval.prices)")
 
 
 def unit_of(metric: str) -> tuple[str, int]:
