@@ -18,7 +18,7 @@ import gc
 import multiprocessing
 import os
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -216,8 +216,47 @@ def _import_distributed() -> Any:
     return distributed
 
 
-def make_executor(executor: str | Executor | Any = "processes", workers: int | None = None) -> Executor:
-    """An executor from its name (``serial``, ``processes``, ``dask``), a Dask ``Client``, or itself."""
+def endpoint_slots(configs: Iterable[Any], *, exam: bool = False) -> int | None:
+    """The fewest requests at once that the endpoints the configs' cells call can serve (None: no limit known).
+
+    A cell calls its config's endpoint for LLM summaries (``compression.summariser: llm``) and, with ``exam``,
+    for the recall exam; llama-server reports its slots (``GET /props``), other servers say nothing.
+    """
+    from ..providers.openai_compat import server_root
+    from ..providers.server_props import read_props
+
+    asked: dict[str, int | None] = {}
+    for config in configs:
+        url = config.model.base_url
+        if not url or not (exam or config.compression.summariser == "llm") or url in asked:
+            continue
+        props = read_props(server_root(url), config.model.api_key)
+        asked[url] = props.slots if props is not None else None
+    known = [slots for slots in asked.values() if slots is not None]
+    return min(known) if known else None
+
+
+def make_executor(executor: str | Executor | Any = "processes", workers: int | None = None, *,
+                  slots: int | None = None) -> Executor:
+    """An executor from its name (``serial``, ``processes``, ``dask``), a Dask ``Client``, or itself.
+
+    ``slots``: the most requests at once the model endpoint serves. A pool made here has no more
+    workers than that (a cell's own calls go one at a time), so no request waits in the server's queue
+    long enough for its timeout to run out; a given client or executor with more workers is refused.
+    """
+    if slots is not None:
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots must be a positive integer, got {slots!r}")
+        if isinstance(executor, str):
+            workers = min(_check_workers(workers), slots)
+    chosen = _make(executor, workers)
+    if slots is not None and chosen.workers > slots:
+        raise ValueError(f"the endpoint serves {slots} request(s) at once, but the {chosen.name} executor runs "
+                         f"{chosen.workers} workers; give it at most {slots}")
+    return chosen
+
+
+def _make(executor: str | Executor | Any, workers: int | None) -> Executor:
     if isinstance(executor, str):
         if executor == "serial":
             return SerialExecutor()
