@@ -1,9 +1,10 @@
-"""What the slow tests need from outside the repository: the shared recordings and the Hermes venv.
+"""What the slow tests need from outside the repository: the shared recordings and the reference venvs.
 
 The recordings live in ``../shared/datasets`` beside the project root; the
-reference Hermes install in its own cached virtualenv. Tests that need either
-skip when it is missing on a developer's machine, but fail under ``CI=true``:
-a green CI must have run them.
+reference Hermes and OpenHands installs in their own virtualenvs, which only
+``hermeslab reference install`` creates. Tests that need either skip when it
+is missing on a developer's machine (the reason names what to run), but fail
+under ``CI=true``: a green CI must have run them.
 """
 
 from __future__ import annotations
@@ -31,12 +32,25 @@ def dataset(name: str) -> Path:
 
 
 def hermes_venv() -> Path:
-    """The reference Hermes virtualenv (created once), or a skip (a failure under CI)."""
-    from hermeslab.reference.errors import HermesReferenceError
-    from hermeslab.reference.venv import ensure_hermes_venv
+    """The installed reference Hermes virtualenv, or a skip naming the command that installs it (a failure
+    under CI, which installs it first)."""
+    from hermeslab.reference.venv import ReferenceNotInstalledError
+    from hermeslab.reference.venv import hermes_venv as installed
 
     try:
-        return ensure_hermes_venv()
-    except HermesReferenceError as exc:
-        _missing(f"could not create the Hermes reference venv: {exc}")
+        return installed()
+    except ReferenceNotInstalledError as exc:
+        _missing(str(exc))
+        raise
+
+
+def openhands_venv(release) -> Path:
+    """The installed virtualenv of one OpenHands release, or a skip naming the command that installs it (a
+    failure under CI)."""
+    from hermeslab.reference.openhands.venv import OpenHandsNotInstalledError, installed_venv
+
+    try:
+        return installed_venv(release)
+    except OpenHandsNotInstalledError as exc:
+        _missing(str(exc))
         raise

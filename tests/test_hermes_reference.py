@@ -1,8 +1,8 @@
 """The Hermes reference harness: the real hermes-agent 0.19.0 compressor in its own venv.
 
-The first run installs hermes-agent into a cached virtualenv (about a minute
-here). Without that venv these tests are skipped with the reason, except under
-CI=true, where a failed install fails the run.
+``hermeslab reference install hermes`` installs hermes-agent into its
+virtualenv (a few minutes). Without that venv these tests are skipped with that
+command as the reason, except under CI=true, where they fail (CI installs it first).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from shared_data import hermes_venv as shared_hermes_venv
 
 from hermeslab.reference.client import WORKER_DIR, HermesReference
 from hermeslab.reference.errors import HermesInputError, HermesReferenceError
-from hermeslab.reference.venv import ensure_hermes_venv, venv_python
+from hermeslab.reference.venv import install_hermes_venv, venv_python
 
 pytestmark = pytest.mark.slow
 
@@ -322,7 +322,7 @@ def test_a_dead_worker_is_reported_not_waited_for(hermes_venv):
 
 def test_a_completed_venv_is_reused_without_reinstalling(hermes_venv):
     started = time.perf_counter()
-    assert ensure_hermes_venv(hermes_venv) == hermes_venv
+    assert install_hermes_venv(hermes_venv, echo=pytest.fail) == hermes_venv
     assert time.perf_counter() - started < 1.0
 
 
@@ -331,7 +331,7 @@ def test_a_foreign_directory_is_never_replaced(tmp_path):
     target.mkdir()
     (target / "notes.txt").write_text("keep me")
     with pytest.raises(HermesReferenceError, match="not a virtualenv"):
-        ensure_hermes_venv(target)
+        install_hermes_venv(target)
     assert (target / "notes.txt").read_text() == "keep me"
 
 
@@ -343,5 +343,5 @@ def test_an_unreachable_index_gives_a_clear_install_error(tmp_path, monkeypatch)
     monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "3")
     target = tmp_path / "hermes-venv"
     with pytest.raises(HermesReferenceError, match="no network access"):
-        ensure_hermes_venv(target)
+        install_hermes_venv(target, echo=lambda line: None)
     assert not (target / "hermeslab-venv.json").exists()

@@ -1,14 +1,14 @@
 """The openhands-* presets decide as OpenHands' own condensers do, run in OpenHands' own virtualenvs.
 
-The first run installs openhands-sdk 1.58.2 and openhands-ai 0.62.0 into cached
-virtualenvs (minutes). Without them these tests are skipped with the reason,
-except under CI=true, where a failed install fails the run.
+``hermeslab reference install openhands`` installs openhands-sdk 1.58.2 and
+openhands-ai 0.62.0 into their virtualenvs (minutes). Without them these tests
+are skipped with that command as the reason, except under CI=true, where they
+fail (CI installs them first).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,8 +22,8 @@ from hermeslab.reference.openhands.venv import (
     SDK,
     OpenHandsReferenceError,
     Release,
-    ensure_venv,
 )
+from shared_data import openhands_venv
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +31,7 @@ OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sess
 
 
 def _reference(release: Release):
-    try:
-        ensure_venv(release)
-    except OpenHandsReferenceError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"could not create the {release.requirement} venv: {exc}")
-        pytest.skip(f"could not create the {release.requirement} venv: {exc}")
-    return OpenHandsReference(release, timeout=600)
+    return OpenHandsReference(release, openhands_venv(release), timeout=600)
 
 
 @pytest.fixture(scope="module")

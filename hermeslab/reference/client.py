@@ -26,7 +26,7 @@ from typing import Any
 
 from hermeslab.core.messages import MessageValidationError, validate_messages
 from hermeslab.reference.errors import HermesInputError, HermesReferenceError
-from hermeslab.reference.venv import ensure_hermes_venv, venv_python
+from hermeslab.reference.venv import hermes_venv, venv_python
 
 #: The worker program: a directory run as ``python -I WORKER_DIR`` (see ``hermeslab.reference.worker``).
 WORKER_DIR = Path(__file__).with_name("worker")
@@ -99,10 +99,11 @@ class HermesReference:
         self.close()
 
     def start(self) -> None:
-        """Install the venv if needed, start the worker and check that it answers."""
+        """Start the worker in the installed venv (``ReferenceNotInstalledError`` names the command that installs
+        it) and check that it answers."""
         if self._process is not None:
             raise HermesReferenceError("the Hermes reference worker is already running")
-        python = venv_python(ensure_hermes_venv(self._venv_path))
+        python = venv_python(hermes_venv(self._venv_path))
         self._home = tempfile.TemporaryDirectory(prefix="hermeslab-hermes-home-")
         env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
         env["HERMES_HOME"] = self._home.name

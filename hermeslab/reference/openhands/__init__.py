@@ -1,7 +1,8 @@
 """The OpenHands reference: OpenHands' own condensers run beside hermeslab's ``openhands-*`` presets.
 
 - ``venv``: one virtualenv per OpenHands release (the SDK, and openhands-ai 0.62
-  for the condensers the SDK dropped), created on first use.
+  for the condensers the SDK dropped), installed only by
+  ``hermeslab reference install openhands``.
 - ``worker``: the program that runs inside such a virtualenv, steps a recording
   through a condenser as OpenHands' agent steps, and answers JSON lines.
 - ``client``: ``OpenHandsReference``, which starts the worker and talks to it.

@@ -22,7 +22,7 @@ from hermeslab.reference.openhands.venv import (
     QUIET_ENV,
     OpenHandsReferenceError,
     Release,
-    ensure_venv,
+    installed_venv,
     venv_python,
 )
 
@@ -51,7 +51,7 @@ class OpenHandsReference:
         self.close()
 
     def start(self) -> None:
-        python = venv_python(ensure_venv(self.release, self._venv_path))
+        python = venv_python(installed_venv(self.release, self._venv_path))
         self._folder = tempfile.TemporaryDirectory(prefix="hermeslab-openhands-")
         env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
         env.update(QUIET_ENV)

@@ -1,11 +1,14 @@
-"""The virtualenvs that hold OpenHands, one per release compared, created once and reused.
+"""The virtualenvs that hold OpenHands, one per release compared: installed by an explicit command, then reused.
 
 OpenHands needs Python 3.12 or newer and pins libraries hermeslab must not
 inherit, so each release gets a virtualenv of its own under
 ``~/.cache/hermeslab`` (or ``$HERMESLAB_OPENHANDS_HOME``), built with the first
 Python 3.12+ found: ``$HERMESLAB_OPENHANDS_PYTHON``, then ``python3.13`` and
 ``python3.12`` on the path, then pyenv's versions. A marker file written last
-records a completed install; a lock file makes concurrent callers wait.
+records a completed install; a lock file makes concurrent installs wait.
+Installing downloads hundreds of megabytes, so only
+``hermeslab reference install openhands`` does it; every other caller gets the
+installed venv or a ``ReferenceNotInstalledError`` naming that command.
 Every dependency is pinned to the versions the comparison was measured with
 (``constraints/<release>.txt``, a ``pip freeze`` of that venv), so an install
 resolves without backtracking and measures the same code wherever it runs.
@@ -19,21 +22,29 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
 from hermeslab.reference.errors import HermesReferenceError
+from hermeslab.reference.venv import ReferenceNotInstalledError, run_streamed
 
 MARKER_NAME = "hermeslab-venv.json"
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
 HOME_ENV_VAR = "HERMESLAB_OPENHANDS_HOME"
 PYTHON_ENV_VAR = "HERMESLAB_OPENHANDS_PYTHON"
+#: The command that installs both releases, named by every error that finds one missing.
+INSTALL_COMMAND = "hermeslab reference install openhands"
 
 
 class OpenHandsReferenceError(HermesReferenceError):
     """OpenHands could not be installed, started, or could not answer."""
+
+
+class OpenHandsNotInstalledError(ReferenceNotInstalledError, OpenHandsReferenceError):
+    """An OpenHands release is needed and not installed."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ def find_python() -> str:
     raise OpenHandsReferenceError(f"OpenHands needs Python 3.12 or newer and none was found; set {PYTHON_ENV_VAR}")
 
 
-def _complete(path: Path, release: Release) -> bool:
+def is_complete(path: Path, release: Release) -> bool:
     try:
         marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -96,22 +107,32 @@ def _complete(path: Path, release: Release) -> bool:
             and marker.get("complete") is True and venv_python(path).exists())
 
 
-def ensure_venv(release: Release, path: Path | None = None) -> Path:
-    """A virtualenv holding ``release``, installed on first use (an unfinished one is installed into again)."""
+def installed_venv(release: Release, path: Path | None = None) -> Path:
+    """The installed virtualenv holding ``release``; never installs it (``OpenHandsNotInstalledError`` names the
+    command that does)."""
     target = Path(path).expanduser() if path is not None else default_path(release)
-    if _complete(target, release):
+    if is_complete(target, release):
         return target
+    command = (INSTALL_COMMAND if target == default_path(release)
+               else f"{HOME_ENV_VAR}={target.parent} {INSTALL_COMMAND}")
+    raise OpenHandsNotInstalledError(f"the {release.requirement} reference environment", target, command)
+
+
+def install_venv(release: Release, path: Path | None = None, echo: Callable[[str], None] = print) -> Path:
+    """Install ``release`` into its virtualenv, passing pip's output to ``echo`` as it comes; a completed install
+    is reused and an unfinished one installed into again."""
+    target = Path(path).expanduser() if path is not None else default_path(release)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target.parent / f".{target.name}.lock")):
-            if not _complete(target, release):
-                _install(target, release)
+            if not is_complete(target, release):
+                _install(target, release, echo)
     except OSError as exc:
         raise OpenHandsReferenceError(f"could not prepare the OpenHands venv at {target}: {exc}") from exc
     return target
 
 
-def _install(target: Path, release: Release) -> None:
+def _install(target: Path, release: Release, echo: Callable[[str], None]) -> None:
     started = time.perf_counter()
     if target.exists() and not (target / "pyvenv.cfg").exists():
         raise OpenHandsReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
@@ -122,11 +143,11 @@ def _install(target: Path, release: Release) -> None:
             raise OpenHandsReferenceError(f"could not create a virtualenv at {target}:\n{_tail(made.stderr)}")
     python = str(venv_python(target))
     pins = CONSTRAINTS / f"{release.folder}.txt"
-    result = subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                             "-c", str(pins), release.requirement], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise OpenHandsReferenceError(f"pip install {release.requirement} failed (exit code {result.returncode}); "
-                                      f"is the package index reachable?\n{_tail(result.stdout + result.stderr)}")
+    returncode, output = run_streamed([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                                       "-c", str(pins), release.requirement], echo)
+    if returncode != 0:
+        raise OpenHandsReferenceError(f"pip install {release.requirement} failed (exit code {returncode}); "
+                                      f"is the package index reachable?\n{output}")
     check = subprocess.run([python, "-I", "-c", f"import {release.probe}"], capture_output=True, text=True,
                            env={**os.environ, **QUIET_ENV}, check=False)
     if check.returncode != 0:
