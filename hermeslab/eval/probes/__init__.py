@@ -1,0 +1,8 @@
+"""The probe exam: what a model can still answer after a compaction, against controls.
+
+``bank`` writes probes from the transcript (five types, gold cut from what the
+compaction removed), ``context`` gives the three arms a probe is asked in
+(``compacted``, ``ceiling``, ``floor``), ``readers`` answer (the perfect reader,
+any OpenAI-compatible endpoint), ``judge`` scores 2/1/0, ``cache`` keeps every
+answer and judgement in the lab, and ``run`` puts them together.
+"""
