@@ -19,10 +19,11 @@ from .calls import ModelCalls
 from .context.compactor import Compaction, Compactor
 from .context.driver import ContextDriver
 from .core.config import Config
-from .core.events import ErrorEvent, Event, EventBus, Notice, RecoveryEvent, TurnFinished, TurnStarted
+from .core.events import (ApiCallFinished, ErrorEvent, Event, EventBus, MessagesWithdrawn, Notice, RecoveryEvent,
+                          TurnFinished, TurnStarted)
 from .core.messages import open_tool_calls, strip_surrogates, tool_calls_of
-from .core.provider import Provider, ProviderError
-from .core.tokens import TokenCounter, default_counter
+from .core.provider import Provider, ProviderError, Usage
+from .core.tokens import TokenCounter, count_text, default_counter
 from .recovery import Classification, CredentialRefresh, ProviderSlot, RecoveryAction, RecoveryFailed, is_empty
 from .recovery.repair import history_copy, read_tool_arguments
 from .recovery.turn import TurnRecovery
@@ -68,6 +69,8 @@ class Agent:
                                      max_retries=max(0, config.agent.api_max_retries), report=self._report,
                                      refresh=refresh_credentials, rng=rng)
         self.context = ContextDriver(compactor, context_length=config.model.context_length, counter=counter)
+        if compactor is not None and hasattr(compactor.summariser, "on_call"):  # its model calls join the log
+            compactor.summariser.on_call = lambda **fields: self._emit(ApiCallFinished, purpose="summary", **fields)
         fresh = memory.fresh_prompt if memory is not None else (lambda text: text)
         switched = (lambda old, new: memory.session_switched(old, new.id, new.reason, new.turns)) if memory else None
         self.sessions = SessionManager(
@@ -157,6 +160,7 @@ class Agent:
         self.sessions.start()
         self.session.turns += 1
         self._trace_id, self._turn_added, self.calls.count = new_trace_id(), [], 0
+        self.calls.partial_text = ""
         self.recovery.begin_turn()
         self._emit(TurnStarted, user_text=text)
         users = [{"role": "user", "content": strip_surrogates(t)} for t in texts]
@@ -184,9 +188,13 @@ class Agent:
                        status_code=exc.status, fatal=True)
             final = exc.final_text if isinstance(exc, RecoveryFailed) else None
             result.text = final or f"The model call failed and the turn stopped: {exc}"
+            self._keep_partial_answer(result)
             unanswered = all(m.get("role") == "user" for m in self._turn_added)
             if unanswered and self.config.compression.withdraw_unanswered_input:
-                self.sessions.withdraw(self._turn_added)
+                ids = list(self.session.message_ids)
+                taken = self.sessions.withdraw(self._turn_added)
+                if taken:
+                    self._emit(MessagesWithdrawn, message_ids=ids[len(ids) - taken:])
         self.recovery.end_turn(result.status)
         self._close_open_tool_calls()
         result.messages, result.api_calls = list(self._turn_added), self.calls.count
@@ -236,6 +244,15 @@ class Agent:
             self._run_tools(calls, parent, arguments)
             self._apply(self.context.after_tools(self.messages, self._schemas()))
         return "Stopped: the turn used its whole iteration budget.", "max_iterations"
+
+    def _keep_partial_answer(self, result: TurnResult) -> None:
+        """A failed turn whose answer had begun to stream keeps what the user saw of it, marked interrupted."""
+        partial = self.calls.partial_text
+        if not partial.strip():
+            return
+        parent = self.session.message_ids[-1] if self.session.message_ids else None
+        self._add({"role": "assistant", "content": partial, "_interrupted": True}, parent)
+        result.add_usage(Usage(completion_tokens=count_text(partial)))
 
     def _overflow(self, fault: Classification) -> None:
         """The prompt is too large: the driver compresses (maybe to a lowered window); give up when it cannot help."""

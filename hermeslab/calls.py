@@ -52,6 +52,13 @@ class ModelCalls:
         self._schemas, self._overflow = schemas, overflow
         self.count = 0
         self._parsed: tuple[Message | None, list] = (None, [])  # a reply and its parsed tool arguments
+        #: What the server said that changes how its calls read (a chat template that drops the tools), for
+        #: /status; None until a server said so.
+        self.server_note: str | None = None
+        #: Text the turn's latest failed call streamed before it broke off ("" once a later call answered): what
+        #: the user saw of an answer when the turn fails.
+        self.partial_text = ""
+        self._props_read: set[int] = set()  # the providers whose /props were read
 
     def reply(self, messages: list[Message], history: list[Message], result: TurnResult) -> ChatResponse | None:
         """A reply to ``messages`` (cut replies continued, text repaired), or None when the loop must ask again."""
@@ -88,6 +95,8 @@ class ModelCalls:
                                   tools=tools, max_tokens=max_tokens or self.config.model.max_tokens,
                                   temperature=self.config.model.temperature,
                                   extra={"tool_choice": choice} if tools and choice not in (None, "omit") else {})
+            if tools and id(slot.provider) not in self._props_read:
+                self._read_props(slot.provider, tools)
             counted = self.context.count_request(messages, request.tools, history)
             estimate = self.context.calibration.apply(counted)
             fields = {"call_index": call_index, "attempt": attempt, "estimated_prompt_tokens": estimate}
@@ -101,6 +110,8 @@ class ModelCalls:
                 size = SessionSize(max(self.context.last_prompt_tokens or 0, estimate), len(messages),
                                    self.context.window)
                 fault = classify(exc, size)
+                if fault.partial_text:
+                    self.partial_text = repair_surrogates(fault.partial_text)
                 self._emit(ApiCallFinished, **fields, model=request.model, latency_ms=_ms_since(started),
                            error_class=fault.name, error_message=fault.message, status_code=fault.status,
                            **_partial_fields(fault.partial_text))
@@ -122,19 +133,33 @@ class ModelCalls:
                 messages, max_tokens = step.messages, step.max_tokens or max_tokens
                 continue
             response = self.recovery.repaired_reply(response)
+            self.partial_text = ""
             usage, estimated = usage_or_estimate(response, estimate)
             source = usage_source(response, estimated)
             # The messages' text alone (no template markers) reads low: not a prompt size to calibrate by.
             self.context.observe(counted, None if source in (ESTIMATE, SERVER_TOKENIZER) else usage.prompt_tokens)
             result.add_usage(usage)
             if self._wants(ApiCallFinished):
-                self._emit(ApiCallFinished, **fields, model=response.model or request.model,
+                self._emit(ApiCallFinished, **fields, model=request.model, server_model=response.model or None,
                            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                            cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
                            reasoning_tokens=usage.reasoning_tokens, usage_estimated=estimated,
                            usage_source=source,
                            latency_ms=_ms_since(started), finish_reason=response.finish_reason)
             return response
+
+    def _read_props(self, provider: Any, tools: list[dict[str, Any]]) -> None:
+        """Once per provider: a server whose chat template has no tool support (llama-server's ``/props``) never
+        shows the model the tool schemas sent, so they are left out of the prompt's count, and it is said."""
+        self._props_read.add(id(provider))
+        read = getattr(provider, "server_props", None)
+        props = read() if callable(read) else None
+        if props is None or props.supports_tools is not False:
+            return
+        self.context.tools_dropped = True
+        self.server_note = (f"the server's chat template has no tool support (/props: supports_tools false): the "
+                            f"{len(tools)} tool schemas sent are dropped unread and the model cannot call a tool")
+        self._emit(Notice, level="warning", text=self.server_note)
 
     def arguments(self, message: Message) -> list[dict[str, Any] | ValueError]:
         """The reply's tool-call arguments, parsed once for the malformed check, the history copy and the tools."""

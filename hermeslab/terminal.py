@@ -122,6 +122,7 @@ class TerminalChat:
             f"turns        {agent.session.turns} · compressions {compressions}",
             line,
             f"model        {self.runtime.config.model.name} · lab {self.runtime.lab_path}",
+            *([f"server       {agent.calls.server_note}"] if agent.calls.server_note else []),
         ]))
 
     def _cmd_config(self, rest: str) -> None:

@@ -74,6 +74,9 @@ class ContextDriver:
         self.compactor = compactor
         self.counter = counter
         self.calibration = UsageCalibration()
+        #: The server's chat template drops the tool schemas (it said so): a request's size leaves them out,
+        #: and the calibration learns the ratio of what the model reads, not an offset taken for one.
+        self.tools_dropped = False
         self._history_tokens = RunningCount(counter)
         self._context_length = context_length
         #: Prompt tokens the provider reported for the latest call (None after a compression, or before any).
@@ -107,7 +110,7 @@ class ContextDriver:
                 counted += sum(self.counter.count_message(m) for m in messages[len(history):])
         else:
             counted = sum(self.counter.count_message(m) for m in messages)
-        return counted + REPLY_PRIMING + self.counter.count_tools(tools)
+        return counted + REPLY_PRIMING + (0 if self.tools_dropped else self.counter.count_tools(tools))
 
     def estimate(self, messages: Sequence[Message], tools: Sequence[dict] | None,
                  history: Sequence[Message] = ()) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from hermeslab.core.messages import text_of
-from hermeslab.core.provider import ChatRequest, Provider, ProviderError
+from hermeslab.core.provider import ChatRequest, ChatResponse, Provider, ProviderError, usage_or_estimate, usage_source
 from hermeslab.core.tokens import REPLY_PRIMING, default_counter
 
 from ..recovery.classify import classify
@@ -38,7 +38,7 @@ from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, val
 from .redact import redact, redact_many
 from .template import render_compact_template, render_empty_template, replace_section
 from .turns import is_real_user_message
-from .types import Summariser, SummaryOutcome, SummaryRequest
+from .types import SUMMARY_END_MARKER, SUMMARY_PREFIX, Summariser, SummaryOutcome, SummaryRequest
 
 #: Message bodies (and memory context) longer than this are shortened to head + marker + tail.
 BODY_MAX_CHARS = 6_000
@@ -379,7 +379,33 @@ class RouteState:
 
 
 class SummaryCallTooLarge(Exception):
-    """Even the shortest prompt leaves the window too little room for a summary of the asked size."""
+    """Even the shortest prompt leaves the window too little room for a summary of the asked size,
+    or no summary worth writing can be smaller than what it would replace."""
+
+
+def winning_length(request: SummaryRequest) -> int:
+    """The most tokens a summary may take and still cost less than what it replaces (the span, and a previous
+    summary folded into it) once framed by the prefix and end marker; below zero when none can.
+
+    A summary as long as its span is thrown away, so asking for one wastes the call's time.
+    """
+    replaced = sum(default_counter.count_message(message) for message in request.span)
+    if request.previous_summary:
+        replaced += default_counter.count_text(request.previous_summary)
+    return replaced - default_counter.count_text(f"{SUMMARY_PREFIX}\n\n{SUMMARY_END_MARKER}") - 1
+
+
+def winnable(request: SummaryRequest) -> SummaryRequest:
+    """``request`` with its target no longer than a summary that can still win (``winning_length``).
+
+    Raises SummaryCallTooLarge when that leaves less than a summary needs
+    (``SUMMARY_FLOOR_TOKENS``, or the asked size when smaller): the call is not made.
+    """
+    cap = winning_length(request)
+    if cap < min(SUMMARY_FLOOR_TOKENS, request.budget_tokens):
+        raise SummaryCallTooLarge(f"no summary of the {len(request.span)} messages can be smaller than they are "
+                                  f"(room for {max(cap, 0)} tokens once framed); the call is not made")
+    return replace(request, budget_tokens=cap) if request.budget_tokens > cap else request
 
 
 def fit_summary_call(request: SummaryRequest, window: int, *, today: str | None = None) -> tuple[str, int]:
@@ -398,7 +424,7 @@ def fit_summary_call(request: SummaryRequest, window: int, *, today: str | None 
         prompt = build_summary_prompt(request, today=today, body_chars=body_chars, compact=compact)
         room = usable - _prompt_cost(prompt)
         if room >= request.budget_tokens:
-            return prompt, min(2 * request.budget_tokens, room)
+            return prompt, min(answer_cap(request), room)
     target = room
     while target >= min(SUMMARY_FLOOR_TOKENS, request.budget_tokens):
         smaller = replace(request, budget_tokens=target)
@@ -409,6 +435,12 @@ def fit_summary_call(request: SummaryRequest, window: int, *, today: str | None 
     raise SummaryCallTooLarge(
         f"a summary of ~{request.budget_tokens} tokens cannot fit the {window:,}-token window beside even the "
         f"shortest prompt for {len(request.span)} messages")
+
+
+def answer_cap(request: SummaryRequest) -> int:
+    """The output cap of a summary call sized to a window: twice the target, never more than a summary that can
+    still win."""
+    return max(1, min(2 * request.budget_tokens, winning_length(request)))
 
 
 def _prompt_cost(prompt: str) -> int:
@@ -457,6 +489,10 @@ class LLMSummariser:
         self._clock = clock
         self._today = today
         self.routes: dict[str, RouteState] = {}
+        #: Called with the fields of an ``ApiCallFinished`` for every model call, answered or failed (the
+        #: agent stamps them with its session and logs them as ``purpose='summary'``); None: not reported.
+        self.on_call: Callable[..., None] | None = None
+        self._calls = 0
 
     def _route_order(self) -> list[str]:
         if self.summary_model and self.summary_model != self.model:
@@ -465,6 +501,11 @@ class LLMSummariser:
 
     def summarise(self, request: SummaryRequest) -> SummaryOutcome:
         validate_request(request)
+        if request.window_tokens is not None:  # sized to a window, a summary as long as its span is discarded
+            try:
+                request = winnable(request)
+            except SummaryCallTooLarge:  # nothing to gain, from the model or the fallback: no summary, no failure
+                return SummaryOutcome(body="")
         prompt: str | None = None  # built only once some route may be called
         errors = []
         for route in self._route_order():
@@ -498,7 +539,7 @@ class LLMSummariser:
         """The whole prompt to a summary model of unknown window; sized to fit only once it says too large."""
         try:
             return self._call(route, build_summary_prompt(request, today=self._today()), request,
-                              2 * request.budget_tokens)
+                              answer_cap(request))
         except ProviderError as error:
             if not _is_overflow(error):
                 raise
@@ -525,9 +566,15 @@ class LLMSummariser:
                                   f"{int(room / OVERFLOW_SHRINK):,} tokens of room")
 
     def _call(self, route: str, prompt: str, request: SummaryRequest, max_tokens: int) -> SummaryOutcome:
-        response = self.provider.complete(
-            ChatRequest(messages=[{"role": "user", "content": prompt}], model=route, max_tokens=max_tokens)
-        )
+        started = time.perf_counter()
+        try:
+            response = self.provider.complete(
+                ChatRequest(messages=[{"role": "user", "content": prompt}], model=route, max_tokens=max_tokens)
+            )
+        except Exception as error:
+            self._report(route, prompt, started, error=error)
+            raise
+        self._report(route, prompt, started, response=response)
         body = strip_think(text_of(response.message or {}))
         if not body:
             raise EmptySummaryError("the model returned no summary text")
@@ -538,6 +585,27 @@ class LLMSummariser:
             usage_prompt_tokens=usage.prompt_tokens if usage else 0,
             usage_completion_tokens=usage.completion_tokens if usage else 0,
         )
+
+    def _report(self, route: str, prompt: str, started: float, *, response: ChatResponse | None = None,
+                error: BaseException | None = None) -> None:
+        """One model call's fields for ``on_call``: its usage (reported, the server's count, or our estimate)."""
+        if self.on_call is None:
+            return
+        estimate = _prompt_cost(prompt)
+        fields: dict[str, Any] = {"call_index": self._calls, "attempt": 1, "model": route,
+                                  "estimated_prompt_tokens": estimate,
+                                  "latency_ms": (time.perf_counter() - started) * 1000.0}
+        self._calls += 1
+        if response is not None:
+            usage, estimated = usage_or_estimate(response, estimate)
+            fields.update(server_model=response.model or None, prompt_tokens=usage.prompt_tokens,
+                          completion_tokens=usage.completion_tokens, cache_read_tokens=usage.cache_read_tokens,
+                          reasoning_tokens=usage.reasoning_tokens, usage_estimated=estimated,
+                          usage_source=usage_source(response, estimated), finish_reason=response.finish_reason)
+        else:
+            fields.update(error_class=classify_failure(error), error_message=clip(" ".join(str(error).split()), 500),
+                          status_code=error.status if isinstance(error, ProviderError) else None)
+        self.on_call(**fields)
 
     def _record_failure(self, route: str, state: RouteState, error: BaseException) -> str:
         category = classify_failure(error)

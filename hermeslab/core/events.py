@@ -110,12 +110,20 @@ class ApiCallStarted(Event):
     message_count: int
 
 
+#: Why hermeslab called the model (``ApiCallFinished.purpose``): the user's turn, a compression's summary, the
+#: background memory review, a recall exam's question, or a measurement of the server's prompt framing.
+CALL_PURPOSES = ("turn", "summary", "review", "exam", "calibration")
+
+
 @dataclass(kw_only=True)
 class ApiCallFinished(Event):
     kind: ClassVar[str] = "api_call_finished"
     call_index: int
     attempt: int
+    #: The model name hermeslab asked for (the configured one).
     model: str = ""
+    #: The model the server said answered (a path, an alias, a dated snapshot); None when it named none.
+    server_model: str | None = None
     estimated_prompt_tokens: int = 0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -127,7 +135,7 @@ class ApiCallFinished(Event):
     #: Where the counts came from: ``reported``, ``server_template`` or ``server_tokenizer`` (the server's
     #: tokenizer counted them after an answer without usage), ``estimate``; "" for a call with no counts.
     usage_source: str = ""
-    #: Why the call was made: ``turn`` (the user's turn) or ``review`` (the background memory review).
+    #: Why the call was made: one of ``CALL_PURPOSES``.
     purpose: str = "turn"
     latency_ms: float = 0.0
     finish_reason: str | None = None
@@ -139,6 +147,17 @@ class ApiCallFinished(Event):
 
 
 # ---------------------------------------------------------------- tools
+
+
+@dataclass(kw_only=True)
+class MessagesWithdrawn(Event):
+    """Messages left the live history without a compression (a failed turn took its unanswered input back).
+
+    They stay in the log, no longer active: a resumed session does not send them again.
+    """
+
+    kind: ClassVar[str] = "messages_withdrawn"
+    message_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

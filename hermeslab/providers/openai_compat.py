@@ -29,6 +29,9 @@ import openai
 
 from ..core.messages import wire_messages
 from ..core.provider import ChatRequest, ChatResponse, ProviderError, StreamDelta, Usage
+from ..core.rough import rough_message_tokens
+from .pace import Pace, pace_of
+from .server_props import ServerProps, read_props
 from .server_tokenizer import ServerTokenizer
 
 #: Sent when an endpoint needs no key; the SDK refuses to start without one.
@@ -64,9 +67,16 @@ class OpenAICompatProvider:
         self.name = name
         self.model = model
         self.base_url = base_url
+        #: The configured timeout of one request; raised for a request the server's measured pace needs longer for.
+        self.timeout = timeout
+        #: How fast the server reads and writes, from the ``timings`` a llama-server sends with each reply.
+        self.pace = pace_of(server_root(base_url)) if base_url else Pace()
+        self._props: ServerProps | None = None
+        self._props_asked = False
         #: False once the server showed it cannot stream a request with tools; such requests then go unstreamed.
         self.streams_tools = True
         key = api_key if api_key is not None else (PLACEHOLDER_API_KEY if base_url else None)
+        self._key = key
         #: Asked for a call's counts when its answer has none; None where no server of ours is addressed.
         self.tokenizer = ServerTokenizer(server_root(base_url), key) if base_url else None
         try:
@@ -78,11 +88,26 @@ class OpenAICompatProvider:
 
     # ------------------------------------------------------------ Provider
 
+    def server_props(self) -> ServerProps | None:
+        """What the server says about itself at ``GET /props`` (llama-server), asked once; None elsewhere."""
+        if not self._props_asked:
+            self._props_asked = True
+            self._props = read_props(server_root(self.base_url), self._key) if self.base_url else None
+        return self._props
+
+    def request_timeout(self, request: ChatRequest) -> float:
+        """The configured timeout, or longer when the server's measured pace needs it for this request."""
+        prompt = sum(rough_message_tokens(message) for message in request.messages)
+        return self.pace.timeout(self.timeout, prompt, request.max_tokens)
+
     def complete(self, request: ChatRequest) -> ChatResponse:
         try:
-            completion = self._client.chat.completions.create(**self._arguments(request))
+            completion = self._client.chat.completions.create(**self._arguments(request),
+                                                              timeout=self.request_timeout(request))
         except openai.OpenAIError as exc:
             raise provider_error_from(exc, self.base_url) from exc
+        if not isinstance(completion, (str, bytes)):
+            self.pace.observe(_as_dict(completion).get("timings"))
         return self._counted(request, response_from_completion(completion))
 
     def stream(self, request: ChatRequest) -> Iterator[StreamDelta | ChatResponse]:
@@ -91,8 +116,8 @@ class OpenAICompatProvider:
             return
         try:
             sdk_stream = self._client.chat.completions.create(
-                **self._arguments(request), stream=True, stream_options={"include_usage": True}
-            )
+                **self._arguments(request), stream=True, stream_options={"include_usage": True},
+                timeout=self.request_timeout(request))
         except openai.OpenAIError as exc:
             error = provider_error_from(exc, self.base_url)
             if not (request.tools and STREAMED_TOOLS_REFUSED.search(error.message)):
@@ -110,7 +135,9 @@ class OpenAICompatProvider:
                     break
                 except (openai.OpenAIError, ValueError) as exc:
                     raise assembler.interrupted(exc) from exc
-                delta = assembler.add(_as_dict(chunk))
+                data = _as_dict(chunk)
+                self.pace.observe(data.get("timings"))
+                delta = assembler.add(data)
                 if delta is not None:
                     yield delta
         finally:

@@ -66,6 +66,14 @@ class Personality:
     #: The tokenizer routes the server offers (``chat_template.ROUTES``): ``llama-server`` or
     #: ``llama-cpp-python``; None: none.
     tokenizer: str | None = None
+    #: Requests served at once (None: as many as arrive); more wait in the server's queue. llama-server's
+    #: ``-np``, which it reports as ``total_slots`` in ``GET /props`` and one entry per slot in ``GET /slots``.
+    slots: int | None = None
+    #: ``GET /props`` and ``GET /slots`` answer as llama-server's do, and replies carry its ``timings``.
+    reports_props: bool = False
+    #: The chat template renders tool schemas; False: offered tools are dropped without a word (and
+    #: ``/props`` says ``chat_template_caps.supports_tools: false``).
+    supports_tools: bool = True
 
 
 # ---------------------------------------------------------------- overflow wordings
@@ -156,7 +164,8 @@ PERSONALITIES: dict[str, Personality] = {p.name: p for p in (
     Personality("openai", overflow_openai, validation_openai, assistant_content="text_or_calls"),
     Personality("vllm", overflow_vllm, validation_vllm),
     Personality("ollama", None, validation_plain, truncates_prompt=True, ignores_tool_choice=True),
-    Personality("llama-server", overflow_llama_server, validation_plain, tokenizer="llama-server"),
+    Personality("llama-server", overflow_llama_server, validation_plain, tokenizer="llama-server", slots=1,
+                reports_props=True),
     Personality("llama-cpp-python", overflow_llama_cpp_python, validation_llama_cpp_python,
                 streamed_errors_have_status=False, usage_in_streams=False, default_tool_choice="none",
                 refuses_streamed_auto_tools="Automatic streaming tool choice is not supported", single_slot=True,
@@ -213,12 +222,13 @@ def tool_choice_of(personality: Personality, payload: Mapping[str, Any]) -> str:
 
 
 def effective_payload(personality: Personality, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The request as the model sees it: tools the tool choice switches off are gone, usage only where streamed.
+    """The request as the model sees it: tools the tool choice switches off (or a template without tool support
+    drops) are gone, usage only where streamed.
 
     (A named or required tool choice is passed on as given.)
     """
     out = dict(payload)
-    if payload.get("tools") and tool_choice_of(personality, payload) == "none":
+    if payload.get("tools") and (tool_choice_of(personality, payload) == "none" or not personality.supports_tools):
         out.pop("tools")
     if payload.get("stream") and not personality.usage_in_streams:
         out.pop("stream_options", None)
@@ -351,3 +361,21 @@ class Slot:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
+
+
+def props_body(personality: Personality, *, model: str, window: int | None, slots: int) -> dict[str, Any]:
+    """``GET /props`` as llama-server answers it (the fields a client reads)."""
+    return {"total_slots": slots, "model_alias": model, "model_path": model,
+            "default_generation_settings": {"n_ctx": window or 0},
+            "chat_template_caps": {"supports_tools": personality.supports_tools,
+                                   "supports_tool_calls": personality.supports_tools,
+                                   "supports_system_role": True},
+            "build_info": f"hermeslab {personality.name} personality", "endpoint_slots": True}
+
+
+def timings_body(prompt: int, predicted: int, seconds: float) -> dict[str, Any]:
+    """llama-server's ``timings`` of one reply: the prompt's and the generated tokens, and how fast."""
+    milliseconds = max(seconds, 1e-6) * 1000.0
+    return {"cache_n": 0, "prompt_n": prompt, "prompt_ms": 0.0, "prompt_per_second": 0.0,
+            "predicted_n": predicted, "predicted_ms": milliseconds,
+            "predicted_per_second": predicted / (milliseconds / 1000.0)}

@@ -16,6 +16,8 @@ OpenAI, each with its own refusals, streams and tool_choice semantics.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hmac
 import itertools
 import json
@@ -33,13 +35,17 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..core.messages import MessageValidationError, text_of, validate_messages, wire_message
 from ..core.provider import ChatRequest, ChatResponse, Provider, ProviderError, StreamDelta, Usage
+from ..core.tokens import count_text
 from .chat_template import tokenizer_reply
-from .personalities import OutputLimited, Personality, Slot, personality_named, prepared
+from .personalities import (OutputLimited, Personality, Slot, personality_named, prepared, prompt_tokens, props_body,
+                            timings_body)
 
 log = logging.getLogger(__name__)
 
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
+#: llama-server's routes that describe the server: its settings, and what each slot is doing.
+PROPS_PATH, SLOTS_PATH = "/props", "/slots"
 #: Characters of tool-call arguments per streamed fragment.
 ARGUMENT_FRAGMENT_CHARS = 16
 #: Request keys the server interprets; every other key is passed to the provider in ``ChatRequest.extra``.
@@ -321,10 +327,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = self._path()
+        owner = self.server.owner
         if path == MODELS_PATH:
-            model = self.server.owner.model_name
+            model = owner.model_name
             self._send(Reply(body={"object": "list", "data": [
                 {"id": model, "object": "model", "created": 0, "owned_by": "hermeslab"}]}))
+        elif path in (PROPS_PATH, SLOTS_PATH) and owner.personality is not None and owner.personality.reports_props:
+            self._send(Reply(body=owner.props() if path == PROPS_PATH else owner.slot_states()))
         else:
             self._send(error_reply(404, f"no such endpoint: GET {path}"))
 
@@ -349,7 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(payload, dict):
             self._send(error_reply(400, f"the request body must be a JSON object, got {type(payload).__name__}"))
             return
-        self._send(self.server.owner.respond(call_index, payload))
+        with self.server.owner.serving():
+            self._send(self.server.owner.respond(call_index, payload))
 
     # ------------------------------------------------------------ helpers
 
@@ -441,6 +451,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):X}\r\n".encode("ascii") + data + b"\r\n")
 
 
+def _timed(chunks: Iterator[dict[str, Any]], prompt: int, started: float) -> Iterator[dict[str, Any]]:
+    """llama-server's stream: the chunk that finishes the reply carries the reply's ``timings``."""
+    generated = 0
+    try:
+        for chunk in chunks:
+            choices = chunk.get("choices") or []
+            for choice in choices:
+                generated += count_text((choice.get("delta") or {}).get("content") or "")
+            if any(choice.get("finish_reason") for choice in choices):
+                chunk = {**chunk, "timings": timings_body(prompt, generated, time.perf_counter() - started)}
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+
+
 class LocalServer:
     """Hosts a Provider at ``http://host:port/v1`` in a background thread.
 
@@ -449,7 +476,11 @@ class LocalServer:
 
     With a ``personality`` (a name from ``personalities.PERSONALITIES``) the
     server answers as that kind of server does, around whatever endpoint is
-    installed; ``context_window`` is then the window it enforces its way.
+    installed; ``context_window`` is then the window it enforces its way,
+    ``slots`` how many requests it serves at once (others wait their turn; the
+    personality's number by default) and ``supports_tools=False`` a chat
+    template that drops tool schemas. ``max_in_flight`` is the most chat
+    requests that were ever open at once, waiting or served.
     """
 
     def __init__(
@@ -462,6 +493,8 @@ class LocalServer:
         api_key: str | None = None,
         personality: str | Personality | None = None,
         context_window: int | None = None,
+        slots: int | None = None,
+        supports_tools: bool | None = None,
     ):
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, got {port}")
@@ -469,7 +502,13 @@ class LocalServer:
             raise ValueError(f"chunk_delay must be zero or positive, got {chunk_delay}")
         if context_window is not None and context_window < 1:
             raise ValueError(f"context_window must be a positive number of tokens, got {context_window}")
+        if slots is not None and slots < 1:
+            raise ValueError(f"slots must be a positive number of requests, got {slots}")
         self.personality = personality_named(personality)
+        if self.personality is not None and (slots is not None or supports_tools is not None):
+            self.personality = dataclasses.replace(
+                self.personality, slots=slots if slots is not None else self.personality.slots,
+                supports_tools=self.personality.supports_tools if supports_tools is None else supports_tools)
         if self.personality is not None:
             provider = OutputLimited(provider, self.personality.cut_tool_call_finish)
         self.provider = provider
@@ -480,6 +519,9 @@ class LocalServer:
         self.context_window = context_window
         self.endpoint = CompletionEndpoint(provider)
         self._slot = Slot()
+        served = self.personality.slots if self.personality is not None else None
+        self._gate = threading.BoundedSemaphore(served) if served else None
+        self._in_flight = self._max_in_flight = self._busy = self._tasks = 0
         self._calls = 0
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -495,6 +537,50 @@ class LocalServer:
             self._calls += 1
             return self._calls - 1
 
+    @property
+    def max_in_flight(self) -> int:
+        with self._lock:
+            return self._max_in_flight
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """One chat request from arrival to its reply's last byte: counted open, and served in a free slot."""
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            if self._gate is not None:
+                self._gate.acquire()
+            try:
+                with self._lock:
+                    self._busy += 1
+                try:
+                    yield
+                finally:
+                    with self._lock:
+                        self._busy -= 1
+                        self._tasks += 1
+            finally:
+                if self._gate is not None:
+                    self._gate.release()
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def props(self) -> dict[str, Any]:
+        """``GET /props`` of a personality that reports it."""
+        assert self.personality is not None
+        return props_body(self.personality, model=self.model_name, window=self.context_window,
+                          slots=self.personality.slots or 1)
+
+    def slot_states(self) -> list[dict[str, Any]]:
+        """``GET /slots``: each slot, whether it is busy, and the number of the latest task it served."""
+        assert self.personality is not None
+        with self._lock:
+            busy, tasks = self._busy, self._tasks
+        return [{"id": index, "n_ctx": self.context_window or 0, "is_processing": index < busy,
+                 "id_task": tasks + busy - 1} for index in range(self.personality.slots or 1)]
+
     def respond(self, call_index: int, payload: Mapping[str, Any]) -> Reply:
         """The endpoint's reply to one request, as the server's personality gives it."""
         personality = self.personality
@@ -507,9 +593,17 @@ class LocalServer:
             if payload.get("stream") and not personality.streamed_errors_have_status:
                 return Reply(chunks=iter(()), headers=dict(SSE_HEADERS))
             return Reply(status=status, body=body)
+        started = time.perf_counter()
         reply = self.endpoint.respond(call_index, request)
         if held is not None and reply.chunks is not None:
             reply.chunks = self._slot.guarded(reply.chunks, held)
+        if personality.reports_props:
+            prompt = prompt_tokens(request)
+            if reply.chunks is not None:
+                reply.chunks = _timed(reply.chunks, prompt, started)
+            elif isinstance(reply.body, dict) and reply.body.get("choices"):
+                generated = (reply.body.get("usage") or {}).get("completion_tokens") or 0
+                reply.body["timings"] = timings_body(prompt, generated, time.perf_counter() - started)
         return reply
 
     def tokenizer_route(self, path: str, raw: bytes) -> Reply:

@@ -7,7 +7,9 @@ and broken arguments at the very end of the budget were cut, not malformed.
 
 Text is continued: the parts so far go back as assistant messages, each
 followed by a notice, and the model picks up where it stopped; the parts are
-joined into one answer. Each continuation asks for the configured cap again
+joined into one answer, with the space the cut took when the pieces meet
+between words. A continuation that only repeats what was written already (a
+model that rarely stops, going round) ends the continuing. Each continuation asks for the configured cap again
 (the answer grows by that much per request, so the cap itself need not grow).
 A cut tool call cannot be continued (its arguments are unusable), so the same
 request is sent again with twice the cap. A reply that spent the whole budget
@@ -20,6 +22,7 @@ would drop the question the parts answer, and the turn would start over.
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from typing import Any, Callable
 
 from ..core.messages import parse_tool_arguments, tool_calls_of
@@ -90,6 +93,38 @@ def continuation_messages(parts: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+#: The last character of a piece after which a word-initial continuation starts a new word.
+_WORD_ENDS = frozenset(".,;:!?)]}")
+#: Characters a continuation opens with that never take a space before them.
+_CLOSERS = frozenset(".,;:!?)]}%’”")
+#: Below this code point scripts separate words with spaces (Latin, Greek, Cyrillic, ...); Thai does not.
+_SPACED_BELOW, _THAI = 0x2E80, range(0x0E00, 0x0E80)
+
+
+def join_continuation(written: str, more: str) -> str:
+    """``written`` and the continuation ``more`` as one text, with a space where the cut fell between words.
+
+    A cut can fall inside a word ("contin" + "uation": joined as is) or between
+    two (a space the model never wrote again: "doesn't" + "The" wants one).
+    Pieces that meet at whitespace, at a closing mark, or in a script written
+    without spaces are joined as they are; a capital after a letter, or a
+    letter or digit after a sentence mark, starts a new word.
+    """
+    if not written or not more or written[-1].isspace() or more[0].isspace() or more[0] in _CLOSERS:
+        return written + more
+    last, first = written[-1], more[0]
+    if not (_spaced(last) and _spaced(first)) or not first.isalnum():
+        return written + more
+    in_number = last in ".,:" and first.isdigit() and written[-2:-1].isdigit()  # 3.14, 1,000, 12:30
+    new_word = (last in _WORD_ENDS and not in_number) or (last.isalpha() and first.isupper() and not last.isupper())
+    return f"{written} {more}" if new_word else written + more
+
+
+def _spaced(char: str) -> bool:
+    code = ord(char)
+    return code < _SPACED_BELOW and code not in _THAI and unicodedata.category(char)[0] != "C"
+
+
 def continuation_cap(configured: int | None) -> int:
     """The cap of each continuation: the configured one, or the default when none is."""
     return configured or DEFAULT_OUTPUT_CAP
@@ -133,6 +168,7 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
     if not visible_text(response.message):
         return response, False
     parts = [response.message.get("content") or ""]
+    text = parts[0]
     for n in range(1, limit + 1):
         log.open("truncated", "continue", n)
         try:
@@ -140,16 +176,22 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
         except NoRoomToContinue:
             log.settle("failed: context_overflow")
             log.record("truncated", "give_up", n, "no room in the window to continue; kept the text written so far")
-            return dataclasses.replace(response, message={**response.message, "content": "".join(parts)}), True
+            return dataclasses.replace(response, message={**response.message, "content": text}), True
         if more is None:
             return None, False
         if is_empty(more) and not _interrupted(more):
             log.settle("failed: empty")
             continue
-        parts.append(more.message.get("content") or "")
-        response = dataclasses.replace(more, message={**more.message, "content": "".join(parts)})
+        piece = more.message.get("content") or ""
+        if piece.strip() and piece.strip() in text and not _interrupted(more):
+            log.settle("failed: repeated")
+            log.record("truncated", "give_up", n, "the continuation repeated what was written; kept the text so far")
+            return dataclasses.replace(response, message={**response.message, "content": text}), True
+        parts.append(piece)
+        text = join_continuation(text, piece)
+        response = dataclasses.replace(more, message={**more.message, "content": text})
         if not is_truncated(more) or _interrupted(more):
             return response, False
         log.settle("still truncated")
     log.record("truncated", "give_up", limit, "kept the text written so far")
-    return dataclasses.replace(response, message={**response.message, "content": "".join(parts)}), True
+    return dataclasses.replace(response, message={**response.message, "content": text}), True

@@ -12,9 +12,14 @@ from typing import Any
 
 Row = dict[str, Any]
 
-#: Session counters that events add to.
+#: Session counters that events add to. ``api_call_count``, ``input_tokens``, ``output_tokens``, the cache,
+#: reasoning and ``estimated_calls`` counters sum the user's turns' calls (``api_calls.purpose = 'turn'``);
+#: the ``all_`` ones sum every call of the session, summaries, memory reviews and the rest included.
 SESSION_COUNTERS = (
     "api_call_count",
+    "all_api_call_count",
+    "all_input_tokens",
+    "all_output_tokens",
     "input_tokens",
     "output_tokens",
     "cache_read_tokens",
@@ -40,6 +45,8 @@ class Batch:
     first_seen: dict[str, float] = field(default_factory=dict)
     #: In-place compressions: (session_id, seq) — active messages below seq become archived.
     archives: list[tuple[str, int]] = field(default_factory=list)
+    #: Ids of messages taken back out of the live history: they stay, no longer active.
+    withdrawn: list[str] = field(default_factory=list)
 
     def add(self, table: str, row: Row) -> None:
         self.rows.setdefault(table, []).append(row)
@@ -61,9 +68,11 @@ class Batch:
         for session_id, ts in other.first_seen.items():
             self.touch(session_id, ts)
         self.archives.extend(other.archives)
+        self.withdrawn.extend(other.withdrawn)
 
     def row_count(self) -> int:
-        return sum(len(rows) for rows in self.rows.values()) + len(self.lifecycle) + len(self.archives)
+        return (sum(len(rows) for rows in self.rows.values()) + len(self.lifecycle) + len(self.archives)
+                + len(self.withdrawn))
 
     def is_empty(self) -> bool:
         return self.row_count() == 0

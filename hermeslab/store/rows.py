@@ -22,6 +22,7 @@ from hermeslab.core.events import (
     ErrorEvent,
     Event,
     MessageAdded,
+    MessagesWithdrawn,
     RecoveryEvent,
     SessionEnded,
     SessionStarted,
@@ -51,9 +52,12 @@ class RowBuilder:
     def __init__(self, redact: Redactor | None = None):
         self._redact = redact
         self._tool_names: dict[str, dict[str, str]] = {}
-        self._open_turns: dict[tuple[str, int, str | None], tuple[float, str]] = {}
+        #: Open turns by ``_turn_key``: when each started, with what text, and in which session.
+        self._open_turns: dict[tuple[str, int | str, str | None], tuple[float, str]] = {}
         #: Per open turn, how many of its answered calls carry our estimate instead of the provider's usage.
-        self._estimated_calls: dict[tuple[str, int, str | None], int] = {}
+        self._estimated_calls: dict[tuple[str, int | str, str | None], int] = {}
+        #: The session each open turn started in, so that a session's end forgets only its own turns.
+        self._turn_sessions: dict[tuple[str, int | str, str | None], str] = {}
         self._event_seq = 0
         self._sessions: set[str] = set()
 
@@ -96,18 +100,23 @@ class RowBuilder:
             ("end", {"id": event.session_id, "ended_at": utc(event.ts), "end_reason": _opt_str(event.end_reason)})
         )
         self._tool_names.pop(event.session_id, None)
-        for key in [key for key in self._open_turns if key[0] == event.session_id]:
-            del self._open_turns[key]
-        for key in [key for key in self._estimated_calls if key[0] == event.session_id]:
-            del self._estimated_calls[key]
+        if event.end_reason in _TURN_GOES_ON:  # a turn open here finishes in the session that continues it
+            return
+        for key in [key for key, sid in self._turn_sessions.items() if sid == event.session_id]:
+            self._open_turns.pop(key, None)
+            self._estimated_calls.pop(key, None)
+            del self._turn_sessions[key]
 
     def _on_turn_started(self, event: TurnStarted, part: Batch) -> None:
-        self._open_turns[(event.session_id, event.turn, event.run_id)] = (float(event.ts), event.user_text)
+        key = _turn_key(event)
+        self._open_turns[key] = (float(event.ts), event.user_text)
+        self._turn_sessions[key] = event.session_id
 
     def _on_turn_finished(self, event: TurnFinished, part: Batch) -> None:
-        key = (event.session_id, event.turn, event.run_id)
+        key = _turn_key(event)
         started_at, user_text = self._open_turns.pop(key, (None, None))
         estimated = self._estimated_calls.pop(key, 0)
+        self._turn_sessions.pop(key, None)
         part.add(
             "turns",
             {
@@ -153,11 +162,15 @@ class RowBuilder:
                 "tool_call_id": tool_call_id,
                 "tool_name": tool_name,
                 "tokens": _opt_int(event.tokens),
+                "interrupted": bool(message.get("_interrupted")),
                 "created_at": utc(event.ts),
                 "run_id": _opt_str(event.run_id),
             },
         )
         part.count(event.session_id, "message_count", 1)
+
+    def _on_messages_withdrawn(self, event: MessagesWithdrawn, part: Batch) -> None:
+        part.withdrawn.extend(str(message_id) for message_id in event.message_ids)
 
     def _on_api_call_finished(self, event: ApiCallFinished, part: Batch) -> None:
         prompt, completion = _opt_int(event.prompt_tokens), _opt_int(event.completion_tokens)
@@ -170,6 +183,7 @@ class RowBuilder:
                 "call_index": _opt_int(event.call_index),
                 "attempt": _opt_int(event.attempt),
                 "model": _opt_str(event.model),
+                "server_model": _opt_str(event.server_model) or None,
                 "estimated_prompt_tokens": _opt_int(event.estimated_prompt_tokens),
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
@@ -188,11 +202,14 @@ class RowBuilder:
                 "created_at": utc(event.ts),
             },
         )
-        if event.purpose != "turn":  # a review's calls are logged, but the session and turn totals are the user's
+        for counter, amount in (("all_api_call_count", 1), ("all_input_tokens", prompt),
+                                ("all_output_tokens", completion)):
+            part.count(event.session_id, counter, amount or 0)
+        if event.purpose != "turn":  # every call counts in the all_ totals; the others are the user's turns'
             return
         estimated = int(bool(event.usage_estimated))  # a failed call's partial reply may carry an estimate too
         if estimated:
-            key = (event.session_id, event.turn, event.run_id)
+            key = _turn_key(event)
             self._estimated_calls[key] = self._estimated_calls.get(key, 0) + 1
         for counter, amount in (
             ("api_call_count", 1),
@@ -340,6 +357,18 @@ def _payload_fields(event_type: type[Event]) -> tuple[str, ...]:
     envelope = {f.name for f in dataclasses.fields(Event)}
     skip = {"message"} if issubclass(event_type, MessageAdded) else set()
     return tuple(f.name for f in dataclasses.fields(event_type) if f.name not in envelope | skip)
+
+
+#: Session end reasons after which the conversation, and the turn in flight, go on in a child session.
+_TURN_GOES_ON = frozenset({"compression"})
+
+
+def _turn_key(event: Event) -> tuple[str, int | str, str | None]:
+    """What ties a turn's start to its end: its trace id, which a rotation in mid-turn keeps while the session
+    id changes; (session, turn number) for events that carry no trace id."""
+    if event.trace_id:
+        return ("trace", event.trace_id, event.run_id)
+    return (event.session_id, event.turn, event.run_id)
 
 
 def _envelope(event: Event) -> Row:

@@ -256,6 +256,25 @@ _V3_ESTIMATES_AND_PURPOSE = (
     """,
 )
 
+# Session totals over every call of every purpose beside the turn-only ones; the model asked for and the model
+# the server named, apart; cut-off answers marked. An older lab's totals are rebuilt from its api_calls; its
+# `model` column mixed both names.
+_V4_ALL_CALLS_AND_SERVER_MODEL = (
+    "ALTER TABLE api_calls ADD COLUMN server_model VARCHAR",
+    # An answer cut off before it finished: stopped by the user, or what had streamed when the call failed.
+    "ALTER TABLE messages ADD COLUMN interrupted BOOLEAN DEFAULT false",
+    "ALTER TABLE sessions ADD COLUMN all_api_call_count BIGINT DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN all_input_tokens BIGINT DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN all_output_tokens BIGINT DEFAULT 0",
+    """
+    UPDATE sessions SET all_api_call_count = a.calls, all_input_tokens = a.prompt, all_output_tokens = a.completion
+    FROM (SELECT session_id, count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS prompt,
+                 coalesce(sum(completion_tokens), 0) AS completion
+          FROM api_calls GROUP BY session_id) AS a
+    WHERE sessions.id = a.session_id
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, messages, turns, api and tool calls, compressions, recoveries, errors, events", _V1_TABLES),
     Migration(2, "how a compression was applied: rotation to a child session or in-place archiving",
@@ -264,6 +283,9 @@ MIGRATIONS: tuple[Migration, ...] = (
               "messages dropped unsummarised, text received before a call failed, "
               "where each call's counts came from",
               _V3_ESTIMATES_AND_PURPOSE),
+    Migration(4, "session totals over calls of every purpose; the server's model name beside the configured one; "
+              "answers cut off before they finished",
+              _V4_ALL_CALLS_AND_SERVER_MODEL),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -64,6 +64,9 @@ _ADD_SESSION_TOTALS = (
 # In-place compression: the rows it replaced stay searchable but leave the active history.
 _ARCHIVE = "UPDATE messages SET active = false, compacted = true WHERE session_id = ? AND seq < ? AND active"
 
+# Messages a failed turn took back: out of the active history, not archived by a compression.
+_WITHDRAW = "UPDATE messages SET active = false WHERE list_contains(?, id)"
+
 #: Re-delivering a message (same message_id) is a no-op rather than an error that would block the queue.
 _ON_CONFLICT = {"messages": "ON CONFLICT (id) DO NOTHING"}
 
@@ -100,6 +103,8 @@ def _write(con: duckdb.DuckDBPyConnection, batch: Batch, on_conflict: dict[str, 
                 _insert(con, table, rows, on_conflict.get(table, ""))
         for session_id, before_seq in batch.archives:
             con.execute(_ARCHIVE, [session_id, before_seq])
+        if batch.withdrawn:
+            con.execute(_WITHDRAW, [batch.withdrawn])
         if len(batch.totals) == 1:
             [(session_id, counters)] = batch.totals.items()
             con.execute(_ADD_SESSION_TOTALS, [*(counters.get(c, 0) for c in SESSION_COUNTERS), session_id])

@@ -42,6 +42,7 @@ from hermeslab.core.events import (
     Event,
     EventBus,
     MessageAdded,
+    MessagesWithdrawn,
     SessionEnded,
     SessionStarted,
     TextDelta,
@@ -483,6 +484,8 @@ def _snapshot(event: Event) -> Event:
         return dataclasses.replace(event, message=_copy_message(event.message))
     if isinstance(event, CompressionEvent):
         return dataclasses.replace(event, details=copy.deepcopy(event.details))
+    if isinstance(event, MessagesWithdrawn):
+        return dataclasses.replace(event, message_ids=list(event.message_ids))
     return event
 
 
