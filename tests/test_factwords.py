@@ -5,6 +5,8 @@ The C pass must find exactly the words the Python definition finds
 ``str.split``), on any text; the plain words it skips must never be facts.
 """
 
+import string
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,8 +61,13 @@ def test_examples(candidate_words, text, words):
     assert candidate_words(text) == words == by_definition(text)
 
 
+#: ``[A-Za-z][a-z]{0,40}``, built from its two parts (a third of the CPU time of ``st.from_regex``).
+PLAIN_WORDS = st.builds(str.__add__, st.sampled_from(string.ascii_letters),
+                        st.text(alphabet=string.ascii_lowercase, max_size=40))
+
+
 @settings(max_examples=2_000, deadline=None)
-@given(st.from_regex(r"[A-Za-z][a-z]{0,40}", fullmatch=True))
+@given(PLAIN_WORDS)
 def test_a_plain_word_is_never_a_fact(word):
     assert not metrics.is_fact(word)
 
