@@ -20,6 +20,10 @@ from .core.events import (
 from .core.figures import compression_sizes, counted_note, estimate_note, tokens
 
 
+#: An error is printed whole up to this many characters: its remedy is usually its last sentence.
+ERROR_CHARS = 2_000
+
+
 def _one_line(text: str, limit: int = 100) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -70,7 +74,7 @@ class ConsoleTranscript:
         elif isinstance(event, RecoveryEvent):
             self._write(f"  ↻ {event.fault_class}: {event.action} ({event.outcome})\n")
         elif isinstance(event, ErrorEvent):
-            self._write(f"  ! {event.error_class}: {_one_line(event.message)}\n")
+            self._write(f"  ! {event.error_class}: {_one_line(event.message, ERROR_CHARS)}\n")
         elif isinstance(event, Notice):
             self._write(f"  · {event.text}\n")
         elif isinstance(event, TurnFinished):

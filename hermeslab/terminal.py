@@ -2,9 +2,10 @@
 
 A line starting with ``/`` is a command (``/help`` lists them); anything else
 is a message to the agent. On a terminal, input is read with prompt_toolkit:
-line editing, history (↑/↓, kept in ``~/.hermeslab/chat_history``) and a paste
-of several lines arriving as one message; Esc then Enter (or Alt+Enter) also
-inserts a line break. When input is not a terminal (a pipe, a script), each
+line editing, history (↑/↓, kept in ``~/.hermeslab/chat_history`` for inputs
+of a typed size) and a paste of several lines arriving as one message, with or
+without bracketed paste; the line is bounded (see ``terminal_input``). Esc then
+Enter (or Alt+Enter) also inserts a line break. When input is not a terminal (a pipe, a script), each
 line is one message. A mistaken command or setting prints one line and
 changes nothing.
 """
@@ -171,7 +172,7 @@ def read_inputs(stdin: Any = None) -> Iterator[str]:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import InMemoryHistory
 
-    from .terminal_input import BoundedFileHistory, InputLimit, key_bindings
+    from .terminal_input import BoundedFileHistory, InputLimit, cap_drawing, key_bindings
 
     path = HISTORY_FILE.expanduser()
     try:
@@ -182,8 +183,9 @@ def read_inputs(stdin: Any = None) -> Iterator[str]:
     limit = InputLimit()
     session: PromptSession = PromptSession(history=history, key_bindings=key_bindings(limit),
                                            bottom_toolbar=limit.toolbar)
+    cap_drawing(session)
     while True:
-        limit.dropped = 0
+        limit.reset()
         try:
             yield session.prompt(PROMPT)
         except KeyboardInterrupt:  # Ctrl+C clears the line, as in a shell

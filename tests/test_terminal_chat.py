@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -104,3 +105,47 @@ def test_ctrl_d_leaves_the_chat(terminal):
     terminal.wait_for(r"you>")
     terminal.type("\x04")
     assert terminal.close() == 0
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux) to paste without brackets")
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads memory use from /proc")
+def test_a_200_kb_paste_without_brackets_is_bounded_and_ctrl_c_clears_it(tmp_path):
+    server = ["tmux", "-L", f"hermeslab-test-{os.getpid()}"]
+    paste = tmp_path / "paste.txt"
+    paste.write_text("".join(f"line {i}: " + "lorem ipsum dolor sit amet " * 3 + "\n" for i in range(2_200)))
+    env = {**os.environ, "HOME": str(tmp_path)}
+    subprocess.run([*server, "new-session", "-d", "-s", "chat", "-x", "160", "-y", "40", "-c", str(tmp_path),
+                    f"exec {EXE} chat"], check=True, env=env)
+
+    def screen() -> str:
+        return subprocess.run([*server, "capture-pane", "-p", "-t", "chat"], capture_output=True, text=True).stdout
+
+    def wait_for(predicate, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate(screen()):
+            assert time.monotonic() < deadline, f"the terminal shows:\n{screen()}"
+            time.sleep(0.3)
+
+    try:
+        wait_for(lambda text: "you>" in text)
+        pid = int(subprocess.run([*server, "display", "-p", "-t", "chat", "#{pane_pid}"], capture_output=True,
+                                 text=True, check=True).stdout)
+        before = _rss_kib(pid)
+        subprocess.run([*server, "load-buffer", str(paste)], check=True)
+        subprocess.run([*server, "paste-buffer", "-t", "chat"], check=True)  # keystrokes, no bracketed paste
+        wait_for(lambda text: "input limit" in text and "more were dropped" in text, timeout=120)
+        assert _rss_kib(pid) - before < 200_000  # KiB: a bounded line, not gigabytes
+        assert "[turn 1" not in screen()  # the cut paste was not sent
+        subprocess.run([*server, "send-keys", "-t", "chat", "C-c"], check=True)
+        wait_for(lambda text: "input limit" not in text, timeout=30)
+        subprocess.run([*server, "send-keys", "-t", "chat", "/status", "Enter"], check=True)
+        wait_for(lambda text: re.search(r"turns\s+0 · compressions 0", text) is not None)
+        history = (tmp_path / ".hermeslab" / "chat_history").read_text(encoding="utf-8")
+        assert "/status" in history and "line 2" not in history
+    finally:
+        subprocess.run([*server, "kill-server"], capture_output=True)
