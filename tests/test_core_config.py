@@ -47,3 +47,18 @@ def test_invalid_yaml_is_reported(tmp_path):
     path.write_text("model: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         Config.from_yaml(path)
+
+
+@pytest.mark.parametrize("text, where", [
+    ("model:\n  name: x\n  context_length: [1, 2\ncompression:\n  threshold: 0.5\n",
+     "line 4, column 12: expected ',' or ']', but got ':' (while parsing a flow sequence that starts at line 3, "
+     "column 19)"),
+    ("model: name: x\n", "line 1, column 12: mapping values are not allowed here"),
+    ("model:\n\t- x\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+])
+def test_invalid_yaml_is_one_line_with_file_line_column_and_problem(tmp_path, text, where):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        Config.from_yaml(path)
+    assert str(error.value) == f"{path}: not valid YAML: {where}"

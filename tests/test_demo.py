@@ -1,7 +1,9 @@
 """The README's first command, end to end: demo → DuckDB rows that match the server's usage."""
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -170,3 +172,16 @@ def test_a_demo_that_cannot_open_its_provider_leaves_no_lab_so_the_next_run_says
     assert main(["demo", "--lab", str(lab_path), "--workspace", str(tmp_path / "ws"),
                  "--plot", str(tmp_path / "p.png")]) == 0
     assert f"lab created at {lab_path}" in capsys.readouterr().out
+
+
+def test_demo_exits_nonzero_with_one_line_when_every_turn_failed(tmp_path, capsys):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = f"seed,model.base_url=http://127.0.0.1:{port}/v1,agent.api_max_retries=0"
+    with pytest.raises(SystemExit) as stop:
+        main(["demo", "--config", config, "--lab", str(tmp_path / "lab.duckdb"), "--workspace", str(tmp_path / "ws"),
+              "--plot", str(tmp_path / "usage.png")])
+    assert re.fullmatch(r"hermeslab demo: every turn failed \((\d+) of \1\), so there is no usage to show; "
+                        r"the first: .*nothing is listening.*", str(stop.value))
+    assert not (tmp_path / "usage.png").exists()

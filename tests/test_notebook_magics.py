@@ -471,6 +471,10 @@ def test_a_refused_setting_leaves_the_previous_config_in_force(shell, capsys):
 
 def test_export_writes_markdown_and_the_recorded_session_format(shell, tmp_path):
     shell.run_cell("%%hermes\nread notes.txt")
+    with pytest.raises(UsageError, match=f"no folder {tmp_path / 'out'} to write chat.jsonl in"):
+        shell.run_line_magic("hermes", f"export jsonl {tmp_path / 'out' / 'chat.jsonl'}")
+    assert not (tmp_path / "out").exists()  # a missing folder is refused, not made
+    (tmp_path / "out").mkdir()
     shell.run_line_magic("hermes", f"export jsonl {tmp_path / 'out' / 'chat.jsonl'}")
     shell.run_line_magic("hermes", f"export md {tmp_path / 'chat.md'}")
     lines = (tmp_path / "out" / "chat.jsonl").read_text().splitlines()

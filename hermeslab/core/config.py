@@ -220,7 +220,7 @@ class Config:
         try:
             data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+            raise ConfigError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a mapping")
         return cls.from_dict(data)
@@ -300,8 +300,19 @@ def parse_overrides(words: list[str]) -> dict[str, Any]:
         try:
             overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
-            raise ConfigError(f"the value of {key} is not valid YAML: {exc}") from None
+            raise ConfigError(f"the value of {key} is not valid YAML: {yaml_problem(exc)}") from None
     return overrides
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A parser error in one line: where (line, column, counted from 1) and what, without the excerpt dump."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    started = (f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
+               if context and context_mark is not None else "")
+    return " ".join(f"{where}{problem}{started}".split())
 
 
 def _from_spec(spec: str) -> Config:
@@ -319,7 +330,7 @@ def _from_spec(spec: str) -> Config:
             try:
                 overrides[key.strip()] = yaml.safe_load(value) if value.strip() else None
             except yaml.YAMLError as exc:
-                raise ConfigError(f"config {spec!r}: cannot read the value of {key.strip()!r}: {exc}") from None
+                raise ConfigError(f"config {spec!r}: cannot read the value of {key.strip()!r}: {yaml_problem(exc)}") from None
         elif base is None:
             base = part
         else:

@@ -53,13 +53,17 @@ def markdown_transcript(record: dict[str, Any]) -> str:
 
 
 def write_export(record: dict[str, Any], fmt: str, path: str | Path) -> Path:
-    """Write ``record`` to ``path`` as ``md`` or as a one-line ``jsonl`` file (replacing what was there)."""
+    """Write ``record`` to ``path`` as ``md`` or as a one-line ``jsonl`` file (replacing what was there).
+
+    A missing folder is refused rather than made: a typo must not create folders (at the filesystem root, say).
+    """
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
     target = Path(path).expanduser()
     if target.is_dir():
         raise ValueError(f"{target} is a directory; give a file path such as {target / ('chat.' + fmt)}")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.is_dir():
+        raise ValueError(f"no folder {target.parent} to write {target.name} in; create it first or give another path")
     text = markdown_transcript(record) if fmt == "md" else recording_line(Recording.from_dict(record)) + "\n"
     target.write_text(text, encoding="utf-8")
     return target
