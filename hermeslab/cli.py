@@ -135,10 +135,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"model: {config.model.name} via {runtime.provider_handle.provider.name}"
               f" ({runtime.provider_handle.server.base_url if runtime.provider_handle.server else config.model.base_url}) · log: {runtime.lab_path}\n")
         runtime.bus.subscribe(ConsoleTranscript(context_length=config.model.context_length))
+        results = []
         for text in DEMO_SCRIPT:
             print(f"you> {text}")
             print("hermes> ", end="", flush=True)
-            runtime.agent.chat(text)
+            results.append(runtime.agent.chat(text))
+        if all(result.status == "failed" for result in results):
+            raise SystemExit(f"hermeslab demo: every turn failed ({len(results)} of {len(results)}), so there is "
+                             f"no usage to show; the first: {results[0].error}")
         session_id = runtime.agent.session.id
         lab_path = runtime.lab_path
         compactor = runtime.agent.compactor
