@@ -68,22 +68,25 @@ def scorecard(frame: pd.DataFrame, baseline: str | None = None, *, confidence: f
     """The scorecard (``SCORECARD_COLUMNS``), indexed by (``window``, ``config``, ``probe_type``).
 
     ``baseline`` (default: the frame's first config) is what every other
-    config is paired with; its own rows have no difference. ``attrs`` carry
+    config is paired with; its own rows have no difference, and none has one
+    when the baseline asked no probe (no compaction of it removed anything). ``attrs`` carry
     ``labels(frame)``, the baseline, the interval's confidence and what the
     normalised score divides by.
     """
     check_frame(frame)
     configs = list(frame["config"].dropna().unique())
     baseline = configs[0] if baseline is None and configs else baseline
-    if configs and baseline not in configs:
-        raise ValueError(f"no config named {baseline!r} in the exam frame; it holds {configs}")
+    units = sorted({str(unit) for unit in frame["token_unit"].dropna().unique()})
+    if len(units) > 1:
+        raise ValueError(f"the exam's tokens are counted in more than one unit ({', '.join(units)}); run it with "
+                         "one counter (run_exam(counter=...))")
     table = scores(frame, by=("window", "config"))
     compacted = frame[frame["arm"] == "compacted"].drop_duplicates(["recording_id", "config", "window",
                                                                     "compaction"])
     retained = compacted.groupby(["window", "config"], sort=False)["retained_tokens"].mean()
     table["retained_tokens"] = [retained.get((window, config), math.nan) for window, config, _ in table.index]
     paired = {other: paired_scores(frame, baseline, other, confidence=confidence, n_resamples=n_resamples, seed=seed)
-              for other in configs if other != baseline}
+              for other in configs if other != baseline and baseline in configs}
     differences = pd.concat({other: part for other, part in paired.items()}, names=["config"]) if paired else None
     for column, source in (("diff", "mean_diff"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
                            ("n_pairs", "n_pairs")):
@@ -91,7 +94,8 @@ def scorecard(frame: pd.DataFrame, baseline: str | None = None, *, confidence: f
                                                  in differences[source].items()}
         table[column] = [values.get(key, math.nan) for key in table.index]
     table["n_pairs"] = pd.array([None if math.isnan(v) else int(v) for v in table["n_pairs"]], dtype="Int64")
-    order = [baseline, *[name for name in configs if name != baseline]]
+    order = [name for name in [baseline, *configs] if name in configs]
+    order = list(dict.fromkeys(order))
     keys = sorted(table.index, key=lambda key: (key[0], order.index(key[1])))
     table = table.loc[keys, list(SCORECARD_COLUMNS)] if keys else table[list(SCORECARD_COLUMNS)]
     table.attrs.update(labels(frame), baseline=baseline, confidence=confidence, n_resamples=n_resamples,
@@ -112,7 +116,7 @@ def readable(table: pd.DataFrame, types: Sequence[str] | None = None) -> pd.Data
     out = pd.DataFrame(index=shown.index)
     out["probes"] = shown["n_probes"]
     out["scored"] = shown["n_scored"]
-    out["pairs"] = shown["n_pairs"]
+    out["pairs"] = shown["n_pairs"].map(lambda v: "" if pd.isna(v) else f"{v:,}")
     out["raw"] = shown["raw"].map(lambda v: "" if math.isnan(v) else f"{v:.3f}")
     out["normalised"] = shown["normalised"].map(lambda v: "" if math.isnan(v) else f"{v:.3f}")
     out[f"retained ({table.attrs.get('token_unit', 'tokens')})"] = shown["retained_tokens"].map(
