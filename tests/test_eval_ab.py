@@ -658,3 +658,16 @@ def test_the_ab_command_says_nothing_was_compressed_and_hides_what_no_config_cha
     compared = capsys.readouterr().out
     assert "compressed none" not in compared and "\ncompressions " in compared and "B/A" in compared
     assert "\ntask_kept " not in compared and "\nfacts_at_risk " not in compared and "task_survival = " in compared
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", r"sessions\.jsonl: no recording to replay \(empty, or only blank lines\)"),
+    ("\n{not json\n" + json.dumps({"id": "two"}) + "\n",
+     r"sessions\.jsonl: no usable recording, 2 malformed line\(s\) or recording\(s\) skipped; "
+     r"the first: .*sessions\.jsonl:2: broken JSON"),
+])
+def test_a_file_with_no_usable_recording_says_so_and_why(tmp_path, text, reason):
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=reason):
+        run([path], {"a": "seed", "b": "hermes-0.19"})

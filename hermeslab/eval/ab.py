@@ -485,6 +485,17 @@ def gather_recordings(recordings: Any, *, limit: int | None = None) -> tuple[lis
     return unique, problems
 
 
+def no_usable_recording(recordings: Any, problems: list[RecordingProblem]) -> str:
+    """Why a run has nothing to replay: the input held no recording, or only lines that were skipped."""
+    items = [recordings] if isinstance(recordings, (str, Path, Mapping, Recording)) else list(recordings)
+    files = [str(item) for item in items if isinstance(item, (str, Path))]
+    given = ", ".join(files) if files else "the recordings given"
+    if not problems:
+        return f"{given}: no recording to replay (empty, or only blank lines)"
+    return (f"{given}: no usable recording, {len(problems)} malformed line(s) or recording(s) skipped; "
+            f"the first: {problems[0]}")
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -530,6 +541,8 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     chosen = make_executor(executor, workers,
                            slots=endpoint_slots(named.values(), exam=getattr(cell, "exam", None) is not None))
     found, problems = gather_recordings(recordings, limit=limit)
+    if not found:
+        raise ValueError(no_usable_recording(recordings, problems))
     if problems:
         shown = "\n".join(str(p) for p in problems[:10])
         more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
