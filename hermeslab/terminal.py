@@ -118,6 +118,11 @@ class TerminalChat:
             threshold = agent.compactor.budgets.threshold_tokens
             line += f" · compression threshold {threshold:,} ({tokens / threshold:.0%} of it)"
         compressions = agent.compactor.state.compression_count if agent.compactor is not None else 0
+        if self.runtime.writer is not None:  # over the whole lineage: a resumed session's compactor starts at 0
+            from .store import open as open_lab
+
+            self.runtime.writer.flush()
+            compressions = open_lab(self.runtime.lab_path).compression_count(agent.session.id)
         print("\n".join([
             f"session      {agent.session.id}" + (f" · {agent.session.title}" if agent.session.title else ""),
             f"turns        {agent.session.turns} · compressions {compressions}",

@@ -435,6 +435,13 @@ def test_compress_now_rotates_and_status_shows_the_lineage(shell, capsys):
     shell.run_line_magic("hermes", "status")
     out = capsys.readouterr().out
     assert f"lineage      {before} → {chat.runtime.agent.session.id}" in out and "compressions 1" in out
+    child = chat.runtime.agent.session.id
+    shell.run_line_magic("hermes", "new")
+    shell.run_line_magic("hermes", f"resume {before}")  # follows the rotation to the child
+    assert chat.runtime.agent.session.id == child
+    capsys.readouterr()
+    shell.run_line_magic("hermes", "status")
+    assert "compressions 1" in capsys.readouterr().out  # counted over the lineage, not the fresh compactor
 
 
 def test_config_command_rebuilds_with_overrides_and_keeps_the_conversation(shell, capsys):

@@ -342,15 +342,18 @@ class NotebookChat:
         agent = runtime.agent
         session = agent.session
         lineage = [session.id] if session.parent_session_id is None else [session.parent_session_id, session.id]
+        compactor = agent.compactor
+        compressions = compactor.state.compression_count if compactor else 0
         if runtime.writer is not None and not self.busy:
             runtime.writer.flush()
             from ..store import open as open_lab
 
-            lineage = open_lab(runtime.lab_path).lineage(session.id) or lineage
-        compactor = agent.compactor
+            lab = open_lab(runtime.lab_path)
+            lineage = lab.lineage(session.id) or lineage
+            compressions = lab.compression_count(session.id)  # a resumed session's compactor starts at 0
         meter = self.gauge.meter
         return Status(session_id=session.id, title=session.title, lineage=lineage, turns=session.turns,
-                      compressions=compactor.state.compression_count if compactor else 0, tokens=meter.tokens,
+                      compressions=compressions, tokens=meter.tokens,
                       context_length=meter.context_length, threshold=meter.threshold, model=runtime.config.model.name,
                       lab=runtime.lab_path if runtime.writer is not None else None, running=self.busy)
 

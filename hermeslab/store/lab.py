@@ -190,6 +190,16 @@ class Lab:
         """
         return [str(row) for row in self.sql(_LINEAGE, {"session_id": _session_id(session_id)})["id"]]
 
+    def compression_count(self, session_id: str) -> int:
+        """Compressions that changed the context over the lineage ending at ``session_id``.
+
+        A resumed conversation's compactor starts counting afresh; this is the count over its whole history.
+        """
+        lineage = self.lineage(session_id) or [_session_id(session_id)]
+        found = self.sql("SELECT count(*) AS n FROM compressions WHERE list_contains(?, session_id) "
+                         "AND mode IS DISTINCT FROM 'none'", [lineage])
+        return int(found["n"].iloc[0])
+
     def sql(self, query: str, params: Params = None) -> pd.DataFrame:
         """Run any read-only SQL against the lab and return the result as a DataFrame."""
         if not isinstance(query, str) or not query.strip():
