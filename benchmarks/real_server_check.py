@@ -19,19 +19,25 @@ with a throw-away lab, and reports whether it passed and what it saw:
 * ``server_overflow`` — with hermeslab told the window is four times
   ``--context-length``, a long history reaches the server's real limit; the
   overflow must be recognised and the turn complete after compression;
-* ``ab`` — ``hermeslab ab`` over two of the project's recorded sessions and two
-  configs whose summariser is this server; every cell must reach it.
+* ``ab`` — an A/B run over two of the project's recorded sessions and two
+  configs whose window (half of ``--context-length``) makes them compress
+  with the LLM summariser at this server: every cell must finish without its
+  summariser falling back, at least one summary must have been written, and
+  where the server counts its tasks (llama-server's ``GET /slots``) it must
+  have served requests meanwhile. The run
+  sends no more requests at once than the server reports slots.
 
 The last line printed is one JSON object (also stored as
-``benchmarks/results/real_server_check.json`` unless ``--out`` says otherwise).
+``benchmarks/results/real_server_check.json`` unless ``--out`` says otherwise),
+with what the server says about itself (llama-server's ``/props``: build,
+model, slots, window, template capabilities) and, given ``--server-flags``,
+the command line it was started with.
 No check needs the model to answer well: a small base model passes them all.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import sys
 import tempfile
 import time
@@ -40,8 +46,11 @@ from typing import Any, Callable
 
 from _record import ROOT, Record, add_out_option
 
+import httpx2
+
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, CompressionEvent, EventBus
+from hermeslab.providers.openai_compat import server_root
 from hermeslab.runtime import Runtime
 
 DATASET = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
@@ -103,11 +112,11 @@ class Checks:
 
     def compression(self) -> dict[str, Any]:
         def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
-            for index in range(4):
-                runtime.agent.chat(f"Note {index}: {FILLER * 3}Reply with one word.")
+            for index in range(6):  # long enough that the part before the kept tail is worth a summary
+                runtime.agent.chat(f"Note {index}: {FILLER * 30}Reply with one word.")
             compaction = runtime.agent.compress()
             after = runtime.agent.chat("What was note 2 about? One sentence.")
-            applied = [e for e in seen if isinstance(e, CompressionEvent) and e.effective]
+            applied = [e for e in seen if isinstance(e, CompressionEvent) and e.mode != "none"]
             summarised = [e for e in applied if e.strategy == "summary"]
             by_model = [e for e in summarised if not e.fallback_used]
             return {"passed": bool(by_model) and after.status == "completed",
@@ -138,21 +147,56 @@ class Checks:
         return self.run(self.config(**{"model.context_length": self.context_length * 4}), body)
 
     def ab(self) -> dict[str, Any]:
-        from hermeslab.cli import main
+        from hermeslab.eval.ab import failure_line, run_ab
 
         started = time.perf_counter()
-        specs = []
-        for name, threshold in (("low", 0.5), ("high", 0.8)):
-            path = self.workdir / f"{name}.yaml"
-            path.write_text(f"model: {{name: {self.model!r}, base_url: {self.url!r}, api_key: {self.api_key!r}}}\n"
-                            f"compression: {{summariser: llm, threshold: {threshold}, min_threshold_tokens: 1000}}\n",
-                            encoding="utf-8")
-            specs += ["--config", str(path)]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            code = main(["ab", str(DATASET), *specs, "--limit", "2", "--executor", "serial", "--resamples", "99"])
-        return {"passed": code == 0, "exit_code": code, "tail": out.getvalue().strip().splitlines()[-3:],
+        window = self.context_length // 2
+        configs = {name: self.config(**{"model.context_length": window, "compression.summariser": "llm",
+                                        "compression.threshold": threshold, "compression.min_threshold_tokens": 1000})
+                   for name, threshold in (("low", 0.5), ("high", 0.8))}
+        before = server_tasks(self.url)
+        try:
+            frame = run_ab([DATASET], configs, limit=2, progress=False)
+        except Exception as exc:  # the run itself could not start: the check failed, the others still run
+            return {"passed": False, "error": f"{type(exc).__name__}: {exc}",
+                    "seconds": round(time.perf_counter() - started, 2)}
+        after = server_tasks(self.url)
+        served = None if before is None or after is None else after - before
+        summaries = int(frame["summary_calls"].fillna(0).sum()) if "summary_calls" in frame else 0
+        fallbacks = int(frame["summary_fallbacks"].fillna(0).sum()) if "summary_fallbacks" in frame else 0
+        cells_ok = bool(len(frame)) and bool((frame["status"] == "ok").all())
+        reached = summaries > 0 and fallbacks == 0 and (served is None or served > 0)
+        return {"passed": cells_ok and reached, "window": window, "cells": len(frame),
+                "cells_failed": int((frame["status"] != "ok").sum()), "failure": failure_line(frame),
+                "summaries": summaries, "summaries_by_fallback": fallbacks, "server_tasks_served": served,
                 "seconds": round(time.perf_counter() - started, 2)}
+
+
+def server_tasks(url: str) -> int | None:
+    """The number of the latest task the server's slots ran (llama-server's ``GET /slots``); None elsewhere."""
+    try:
+        answer = httpx2.get(server_root(url) + "/slots", timeout=10.0)
+        slots = answer.json() if answer.status_code == 200 else None
+    except (httpx2.HTTPError, ValueError):
+        return None
+    tasks = [slot.get("id_task") for slot in slots or () if isinstance(slot, dict)]
+    known = [task for task in tasks if isinstance(task, int)]
+    return max(known) if known else None
+
+
+def server_props(url: str) -> dict[str, Any] | None:
+    """What the server says about itself (llama-server's ``GET /props``), trimmed to what identifies the run."""
+    try:
+        answer = httpx2.get(server_root(url) + "/props", timeout=10.0)
+        props = answer.json() if answer.status_code == 200 else None
+    except (httpx2.HTTPError, ValueError):
+        return None
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings") or {}
+    return {"build_info": props.get("build_info"), "model_path": props.get("model_path"),
+            "total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx"),
+            "chat_template_caps": props.get("chat_template_caps")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                              "and tool schemas leave a summary no room, so the compression check fails)")
     parser.add_argument("--max-tokens", type=int, default=64, help="output cap per request (default 64)")
     parser.add_argument("--only", action="append", help="run only this check (repeatable)")
+    parser.add_argument("--server-flags", default=None,
+                        help="the command line the server was started with, stored with the result")
     add_out_option(parser, "real_server_check")
     args = parser.parse_args(argv)
     record = Record("real_server_check")
@@ -180,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = getattr(checks, name)()
             print(f"{name}: {'passed' if results[name]['passed'] else 'FAILED'}", file=sys.stderr)
     report = {"url": args.url, "model": args.model, "context_length": args.context_length,
+              "server": server_props(args.url), "server_flags": args.server_flags,
               "passed": sorted(n for n, r in results.items() if r["passed"]),
               "failed": sorted(n for n, r in results.items() if not r["passed"]), "checks": results}
     record.finish(report, args.out)

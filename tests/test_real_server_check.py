@@ -8,6 +8,7 @@ cannot fail) is found before anyone points it at a real endpoint.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,33 @@ def test_a_server_that_never_refuses_fails_the_overflow_check_and_says_so():
     finally:
         server.stop()
     assert code == 1 and report["failed"] == ["server_overflow"] and report["passed"] == ["chat"]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once to learn a free one, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_ab_check_fails_against_a_closed_port():
+    """Nothing listens: every summary falls back, so the A/B check must fail rather than pass on replays alone."""
+    code, report = run_check(f"http://127.0.0.1:{closed_port()}/v1", "--only", "ab")
+    ab = report["checks"]["ab"]
+    assert code == 1 and report["failed"] == ["ab"], ab
+    assert ab["cells_failed"] == ab["cells"] > 0 and ab["summaries"] == 0
+    assert report["server"] is None
+
+
+def test_the_ab_check_reaches_a_one_slot_llama_server_one_request_at_a_time():
+    """The check's summaries are asked of the server, counted there (``/slots``), and never two at once."""
+    server = LocalServer(OfflineModel(), personality="llama-server", context_window=8_192)
+    try:
+        code, report = run_check(server.start(), "--only", "ab", "--server-flags", "-np 1")
+    finally:
+        server.stop()
+    ab = report["checks"]["ab"]
+    assert code == 0 and report["passed"] == ["ab"], ab
+    assert ab["summaries"] > 0 and ab["server_tasks_served"] > 0
+    assert server.max_in_flight == 1
+    assert report["server"]["total_slots"] == 1 and report["server_flags"] == "-np 1"

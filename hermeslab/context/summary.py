@@ -61,6 +61,9 @@ FITTED_BODY_CHARS = (BODY_MAX_CHARS, 2_000, 800, 320, 160)
 OVERFLOW_RETRIES = 3
 #: The room assumed after each such refusal, as a share of the room before it.
 OVERFLOW_SHRINK = 0.75
+#: Share of what a summary replaces, less its frame, that a summary call sized to a window may ask for at most.
+WINNING_SHARE = 0.85
+
 
 # ---------------------------------------------------------------- serialising the span
 
@@ -384,15 +387,17 @@ class SummaryCallTooLarge(Exception):
 
 
 def winning_length(request: SummaryRequest) -> int:
-    """The most tokens a summary may take and still cost less than what it replaces (the span, and a previous
-    summary folded into it) once framed by the prefix and end marker; below zero when none can.
+    """The most tokens a summary may take for the summary message (its prefix, the summary and the end marker)
+    to still cost less than what it replaces (the span, and a previous summary folded into it):
+    ``WINNING_SHARE`` of what is left once the frame is paid, since the server's tokens are not ours and
+    grounding adds the quoted request; below one when none can.
 
-    A summary as long as its span is thrown away, so asking for one wastes the call's time.
+    A summary that makes the context no smaller is thrown away, so asking for one wastes the call's time.
     """
     replaced = sum(default_counter.count_message(message) for message in request.span)
     if request.previous_summary:
         replaced += default_counter.count_text(request.previous_summary)
-    return replaced - default_counter.count_text(f"{SUMMARY_PREFIX}\n\n{SUMMARY_END_MARKER}") - 1
+    return int((replaced - default_counter.count_text(f"{SUMMARY_PREFIX}\n\n{SUMMARY_END_MARKER}")) * WINNING_SHARE)
 
 
 def winnable(request: SummaryRequest) -> SummaryRequest:

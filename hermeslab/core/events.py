@@ -111,8 +111,8 @@ class ApiCallStarted(Event):
 
 
 #: Why hermeslab called the model (``ApiCallFinished.purpose``): the user's turn, a compression's summary, the
-#: background memory review, a recall exam's question, or a measurement of the server's prompt framing.
-CALL_PURPOSES = ("turn", "summary", "review", "exam", "calibration")
+#: background memory review, or a recall exam's question.
+CALL_PURPOSES = ("turn", "summary", "review", "exam")
 
 
 @dataclass(kw_only=True)

@@ -8,8 +8,8 @@ and broken arguments at the very end of the budget were cut, not malformed.
 Text is continued: the parts so far go back as assistant messages, each
 followed by a notice, and the model picks up where it stopped; the parts are
 joined into one answer, with the space the cut took when the pieces meet
-between words. A continuation that only repeats what was written already (a
-model that rarely stops, going round) ends the continuing. Each continuation asks for the configured cap again
+between words. A continuation cut off again that only repeats what was written
+already (a model that rarely stops, going round) ends the continuing. Each continuation asks for the configured cap again
 (the answer grows by that much per request, so the cap itself need not grow).
 A cut tool call cannot be continued (its arguments are unusable), so the same
 request is sent again with twice the cap. A reply that spent the whole budget
@@ -183,7 +183,7 @@ def complete_truncated(response: ChatResponse, ask: Ask, log: RecoveryLog, *, li
             log.settle("failed: empty")
             continue
         piece = more.message.get("content") or ""
-        if piece.strip() and piece.strip() in text and not _interrupted(more):
+        if is_truncated(more) and piece.strip() and piece.strip() in text and not _interrupted(more):
             log.settle("failed: repeated")
             log.record("truncated", "give_up", n, "the continuation repeated what was written; kept the text so far")
             return dataclasses.replace(response, message={**response.message, "content": text}), True
