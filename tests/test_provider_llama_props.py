@@ -1,0 +1,62 @@
+"""What llama-server says about itself reaches the client: a template without tools, its slots, its pace."""
+
+from __future__ import annotations
+
+from hermeslab.agent import Agent
+from hermeslab.core.config import Config
+from hermeslab.core.events import EventBus, Notice
+from hermeslab.core.provider import ChatRequest
+from hermeslab.providers import LocalServer, OfflineModel, OpenAICompatProvider
+from hermeslab.tools import builtin_registry
+
+
+def test_tools_a_template_cannot_render_are_said_once_and_left_out_of_the_count(tmp_path):
+    server = LocalServer(OfflineModel(), personality="llama-server", supports_tools=False)
+    url = server.start()
+    provider = OpenAICompatProvider(url, None, "hermeslab-offline")
+    try:
+        config = Config().with_overrides({"tools.workspace": str(tmp_path)})
+        tools = builtin_registry(config.tools)
+        bus, notices = EventBus(), []
+        bus.subscribe(notices.append, kinds=(Notice,))
+        agent = Agent(provider, config=config, tools=tools, bus=bus)
+        agent.chat("hello")
+        agent.chat("and again")
+        assert provider.server_props().supports_tools is False and provider.server_props().slots == 1
+        said = [n.text for n in notices if "no tool support" in n.text]
+        assert len(said) == 1 and agent.calls.server_note == said[0]
+        schemas = agent.tools.schemas()
+        with_tools = agent.context.count_request(agent.messages, schemas)
+        assert agent.context.tools_dropped and with_tools == agent.context.count_request(agent.messages, None)
+    finally:
+        provider.close()
+        server.stop()
+
+
+def test_a_template_with_tools_changes_nothing(tmp_path):
+    server = LocalServer(OfflineModel(), personality="llama-server")
+    url = server.start()
+    provider = OpenAICompatProvider(url, None, "hermeslab-offline")
+    try:
+        config = Config().with_overrides({"tools.workspace": str(tmp_path)})
+        agent = Agent(provider, config=config, tools=builtin_registry(config.tools))
+        agent.chat("hello")
+        assert not agent.context.tools_dropped and agent.calls.server_note is None
+    finally:
+        provider.close()
+        server.stop()
+
+
+def test_the_servers_timings_set_the_pace_of_later_timeouts():
+    server = LocalServer(OfflineModel(), personality="llama-server")
+    url = server.start()
+    provider = OpenAICompatProvider(url, None, "hermeslab-offline", timeout=60.0)
+    try:
+        request = ChatRequest(messages=[{"role": "user", "content": "write a long story " * 20}], max_tokens=200)
+        provider.complete(request)
+        assert provider.pace.generated_per_second is not None
+        expected = provider.pace.expected_seconds(100, 10**9)
+        assert provider.request_timeout(ChatRequest(messages=request.messages, max_tokens=10**9)) >= expected
+    finally:
+        provider.close()
+        server.stop()
