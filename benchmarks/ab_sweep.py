@@ -17,7 +17,12 @@ The headline is ``cpu_ratio``: Hermes's CPU seconds over ours for the same
 replays. The two sides need not make the same model calls (where the loop
 ends a turn early, ours makes fewer), so ``cpu_ratio_per_call`` divides each
 side's CPU seconds by its own calls first; the target is met when both reach
-it. Ours: this process and its worker processes during ``run_ab`` (the memory
+it. Nor need they make the same compressions, the costliest step of a replay:
+``compressions`` gives each side's count (and ``compressions_ratio``,
+hermeslab's over Hermes's), and ``cpu_ratio_per_compression`` divides each
+side's CPU seconds by its own compressions, shown beside the other two (a side
+that compresses less does less work; this ratio says how much of the lead that
+is). Ours: this process and its worker processes during ``run_ab`` (the memory
 sampler's own thread is left out and reported apart). Hermes's: its
 worker's ``time.process_time`` around the replays alone, measured inside the
 worker, so sending the recordings, decoding them and encoding the answers are
@@ -59,6 +64,8 @@ from pathlib import Path
 import psutil
 from _record import Record, add_out_option
 
+from hermeslab.context.hermes_texts import texts_in_use
+from hermeslab.core.config import load_config
 from hermeslab.eval.ab import ReplayCell, run_ab
 from hermeslab.eval.executors import ProcessExecutor
 from hermeslab.eval.recording import read_recordings
@@ -249,6 +256,12 @@ def main() -> None:
     calls = {side: sum(window["api_calls"] for window in run["by_window"].values()) for side, run in
              (("hermes", hermes), ("hermeslab", ours))}
     cpu_ratio_per_call = (hermes["cpu_seconds"] / calls["hermes"]) / (ours["cpu_seconds"] / calls["hermeslab"])
+    # Nor the same compressions, each far costlier than a call: per compression as well.
+    compressions = {side: sum(window["compressions"] for window in run["by_window"].values()) for side, run in
+                    (("hermes", hermes), ("hermeslab", ours))}
+    cpu_ratio_per_compression = ((hermes["cpu_seconds"] / compressions["hermes"])
+                                 / (ours["cpu_seconds"] / compressions["hermeslab"])
+                                 if compressions["hermes"] and compressions["hermeslab"] else None)
     speedup = hermes["seconds"] / ours["seconds"]
     all_ok = all(run["failed_cells"] == 0 for run in our_runs)
     record.finish({
@@ -259,6 +272,11 @@ def main() -> None:
         "cpu_ratio_inputs": {"hermes_cpu_seconds": hermes["cpu_seconds"], "hermeslab_cpu_seconds": ours["cpu_seconds"]},
         "cpu_ratio_per_call": round(cpu_ratio_per_call, 2),
         "cpu_ratio_per_call_inputs": {"hermes_api_calls": calls["hermes"], "hermeslab_api_calls": calls["hermeslab"]},
+        "compressions": compressions,
+        "compressions_ratio": round(compressions["hermeslab"] / compressions["hermes"], 3)
+        if compressions["hermes"] else None,
+        "cpu_ratio_per_compression": None if cpu_ratio_per_compression is None else round(cpu_ratio_per_compression, 2),
+        "hermes_texts": texts_in_use(load_config("hermes-0.19").compression),
         "speedup": round(speedup, 2),
         "speedup_inputs": {"hermes_seconds": hermes["seconds"], "hermeslab_seconds": ours["seconds"]},
         "speedup_comparable": options.workers == 1,

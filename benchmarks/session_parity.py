@@ -10,11 +10,18 @@ same stand-in summary text:
   ``compress_context`` wrapper), prompts billed with the same exact count.
 
 A session-window is identical when the sequence of (call index, trigger,
-output message count) of its compressions is. Prompt-token totals are the
-billed counts both sides see. The last line is one JSON object with
-``identical_session_windows``, ``session_windows`` and
-``max_token_total_diff_pct``; ``--sample N`` takes the first N sessions of
-each file (a quick look), ``--mismatches`` how many first differences to show.
+output message count) of its compressions is, and content-identical when, in
+addition, every compression's output is the same message for message (roles,
+contents, tool calls with their ids and arguments, tool-call ids) and every
+call is billed the same prompt. Prompt-token totals are the billed counts both
+sides see. The recordings are the files given, else every ``*.jsonl`` of the
+shared datasets folder beside the checkout (``../shared/datasets``). The last
+line is one JSON object with ``identical_session_windows``,
+``content_identical_session_windows``, ``session_windows``,
+``max_token_total_diff_pct`` and ``hermes_texts`` (whose wording hermeslab
+wrote: Hermes's own, read from the installed hermes-agent, or hermeslab's);
+``--sample N`` takes the first N sessions of each file (a quick look),
+``--mismatches`` how many first differences of each kind to show.
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _record import Record, add_out_option  # noqa: E402
 
+from hermeslab.context.hermes_texts import texts_in_use  # noqa: E402
 from hermeslab.core.config import load_config  # noqa: E402
 from hermeslab.eval.session_parity import compare, hermeslab_session, planned_session, session_encoding  # noqa: E402
 from hermeslab.recordings import Recording  # noqa: E402
 from hermeslab.reference.client import HermesReference  # noqa: E402
 
-DATASETS = Path("/work/shared/datasets")
+#: The shared recordings: ``../shared/datasets`` beside the checkout.
+DATASETS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
 WINDOWS = (16_000, 32_000, 64_000)
 #: Sessions per worker request (one JSON line each way).
 BATCH = 25
@@ -62,7 +71,8 @@ def hermes_runs(worker: HermesReference, recordings: list[Recording], window: in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path, default=sorted(DATASETS.glob("*.jsonl")))
+    parser.add_argument("files", nargs="*", type=Path, default=sorted(DATASETS.glob("*.jsonl")),
+                        help="recording files (JSONL); default: every *.jsonl in ../shared/datasets")
     parser.add_argument("--windows", default=",".join(map(str, WINDOWS)))
     parser.add_argument("--sample", type=int, default=None)
     parser.add_argument("--mismatches", type=int, default=5)
@@ -70,40 +80,55 @@ def main() -> None:
     options = parser.parse_args()
     record = Record("session_parity")
     windows = [int(w) for w in options.windows.split(",")]
-    cells, examples = [], []
-    identical = total = 0
+    missing = [str(path) for path in options.files if not path.is_file()]
+    if missing or not options.files:
+        parser.error(f"no recordings at {', '.join(missing) or DATASETS}: give JSONL recording files")
+    cells, examples, content_examples = [], [], []
+    identical = content_identical = total = 0
     max_diff = 0.0
+    wording = None
     with HermesReference() as worker:
         for path in options.files:
             recordings = load(path, options.sample)
             for window in windows:
                 config = load_config(f"hermes-0.19,model.context_length={window}")
+                wording = texts_in_use(config.compression)
                 theirs = hermes_runs(worker, recordings, window)
-                same = compressing = same_compressing = 0
+                same = same_content = compressing = same_compressing = 0
                 cell_max = 0.0
                 for recording, hermes in zip(recordings, theirs):
                     ours = hermeslab_session(recording, config)
                     verdict = compare(ours, hermes)
                     same += verdict["identical"]
+                    same_content += verdict["content_identical"]
                     if hermes["compressions"] or ours["compressions"]:
                         compressing += 1
                         same_compressing += verdict["identical"]
                     cell_max = max(cell_max, abs(verdict["total_diff_pct"]))
+                    where = {"file": path.name, "window": window, "id": recording.id}
                     if not verdict["identical"] and len(examples) < options.mismatches:
-                        examples.append({"file": path.name, "window": window, "id": recording.id,
-                                         **verdict})
+                        examples.append({**where, **verdict})
+                    elif (verdict["identical"] and not verdict["content_identical"]
+                          and len(content_examples) < options.mismatches):
+                        content_examples.append({**where, "first_content_difference":
+                                                 verdict["first_content_difference"],
+                                                 "total_diff_pct": round(verdict["total_diff_pct"], 4)})
                 cell = {"file": path.name, "window": window, "sessions": len(recordings), "identical": same,
-                        "compressing": compressing, "identical_compressing": same_compressing,
-                        "max_token_total_diff_pct": round(cell_max, 4)}
+                        "content_identical": same_content, "compressing": compressing,
+                        "identical_compressing": same_compressing, "max_token_total_diff_pct": round(cell_max, 4)}
                 print(json.dumps(cell), file=sys.stderr, flush=True)
                 cells.append(cell)
                 identical += same
+                content_identical += same_content
                 total += len(recordings)
                 max_diff = max(max_diff, cell_max)
         hermes_version = worker.info.get("hermes_version")
-    record.finish({"hermes_version": hermes_version, "windows": windows, "sample": options.sample,
-                   "cells": cells, "examples": examples, "identical_session_windows": identical,
+    record.finish({"hermes_version": hermes_version, "hermes_texts": wording, "windows": windows,
+                   "sample": options.sample, "files": [path.name for path in options.files], "cells": cells,
+                   "examples": examples, "content_examples": content_examples,
+                   "identical_session_windows": identical, "content_identical_session_windows": content_identical,
                    "session_windows": total, "identical_share": round(identical / total, 4) if total else None,
+                   "content_identical_share": round(content_identical / total, 4) if total else None,
                    "max_token_total_diff_pct": round(max_diff, 4)}, options.out)
 
 

@@ -211,7 +211,8 @@ class Agent:
             self.calls.check_stop()
             self._apply(self.context.before_call(self.messages, self._schemas(), first=not iteration))
             self._apply(self.context.before_send(self.messages, self._schemas()))
-            response = self.calls.reply(self.messages + self.recovery.scaffold, self.messages, result)
+            sent = self.context.wire(self.messages) + self.recovery.scaffold  # as the request carries it
+            response = self.calls.reply(sent, self.messages, result)
             if response is None:
                 continue
             if response.message.get("_interrupted"):

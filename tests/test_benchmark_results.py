@@ -25,6 +25,7 @@ a figure nothing stored backs.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import json
 import math
 import re
@@ -207,6 +208,155 @@ def test_every_readme_figure_matches_the_results_file_it_cites(block: str, names
     wrong = unbacked(block, names, keys)
     assert not wrong, (f"figures not found (rounded as printed) under the listed keys of {', '.join(names)}: "
                        f"{wrong}\n--- in:\n{block}")
+
+
+# ---------------------------------------------------------------- each table figure in its own row
+
+
+class Stored(tuple):
+    """One stored number: (entry, segments of its key path, positions of the segments that name an entry,
+    value). The entry names what the value belongs to, outermost first: an element of a list of objects, or
+    one of several objects keyed by name (``()``: no such entry)."""
+
+    entry = property(lambda self: self[0])
+    segments = property(lambda self: self[1])
+    naming = property(lambda self: self[2])
+    value = property(lambda self: self[3])
+
+    @property
+    def path(self) -> str:
+        return ".".join(self.segments).lower()
+
+
+def records(result: dict) -> list[Stored]:
+    """Every finite number of a result with the entries it belongs to (its key path is ``numbers_of``'s)."""
+    found: list[Stored] = []
+
+    def walk(value: object, segments: tuple[str, ...], naming: frozenset, entry: tuple[str, ...]) -> None:
+        if isinstance(value, dict):
+            keyed = sum(isinstance(item, dict) for item in value.values()) >= 2
+            for name, item in value.items():
+                inner = keyed and isinstance(item, dict)
+                walk(item, segments + (name,), naming | {len(segments)} if inner else naming,
+                     entry + (".".join(segments + (name,)),) if inner else entry)
+        elif isinstance(value, list):
+            for position, item in enumerate(value):
+                walk(item, segments, naming, entry + (f"{'.'.join(segments)}[{position}]",)
+                     if isinstance(item, dict) else entry)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            found.append(Stored((entry, segments, naming, float(value))))
+
+    walk(result, (), frozenset(), ())
+    return found
+
+
+def _backings(shown: tuple[str, float, int, str], values: list[Stored]) -> list[Stored]:
+    """The stored numbers the figure prints, in its unit and rounding."""
+    _, number, decimals, unit = shown
+    tolerance = 0.5 * 10.0 ** -decimals + 1e-9
+    return [stored for stored in values
+            if any(abs(stored.value * scale - number) <= tolerance for scale in scales(unit, stored.path))]
+
+
+def _one_entry(figures: list[list[Stored]], *, exact: bool = False) -> bool:
+    """Whether one entry holds every figure (an entry inside it too, unless ``exact``); values outside any
+    entry fit every one."""
+    if all(any(not stored.entry for stored in backing) for backing in figures):
+        return True
+    candidates = {stored.entry if exact else stored.entry[:depth] for backing in figures for stored in backing
+                  for depth in range(1, len(stored.entry) + 1)}
+    return any(all(any(not stored.entry or (stored.entry == candidate if exact else
+                                            stored.entry[:len(candidate)] == candidate) for stored in backing)
+                   for backing in figures) for candidate in candidates)
+
+
+def _same_quantity(a: Stored, b: Stored) -> bool:
+    """Two stored numbers measure the same thing of different entries: their key paths differ only where a
+    segment names an entry."""
+    return len(a.segments) == len(b.segments) and all(
+        x == y or (i in a.naming and i in b.naming) for i, (x, y) in enumerate(zip(a.segments, b.segments)))
+
+
+def _one_quantity(row: list[list[list[Stored]]]) -> bool:
+    """Whether, across the cells of a row, the k-th figures print one quantity (of different entries)."""
+    positions = max((len(cell) for cell in row), default=0)
+    for k in range(positions):
+        shown = [cell[k] for cell in row if k < len(cell)]
+        if len(shown) > 1 and not any(all(any(_same_quantity(first, other) for other in backing)
+                                          for backing in shown[1:]) for first in shown[0]):
+            return False
+    return True
+
+
+def misplaced_rows(block: str, names: list[str], keys: list[str]) -> list[str]:
+    """The rows of a table whose figures are not one entry's (a row per entry), unless every column is one
+    entry's, every cell one entry's and every row one quantity (a column per entry): a figure moved to
+    another row shows here."""
+    values = [stored for name in names for stored in records(load_result(RESULTS / f"{name}.json"))
+              if any(fnmatch.fnmatchcase(stored.path, key) for key in keys)]
+    rows = [line.strip().strip("|").split("|") for line in block.splitlines()
+            if not re.fullmatch(r"[\s|:-]*", line)]
+    grid = [[[_backings(shown, values) for shown in printed_numbers(cell)] for cell in row[1:]] for row in rows]
+    by_row = [not _one_entry([backing for cell in row for backing in cell]) for row in grid]
+    if not any(by_row):
+        return []
+    columns = max((len(row) for row in grid), default=0)
+    if (all(_one_entry([backing for row in grid if j < len(row) for backing in row[j]]) for j in range(columns))
+            and all(_one_entry(cell, exact=True) for row in grid for cell in row)
+            and all(_one_quantity(row) for row in grid)):
+        return []
+    return [rows[i][0].strip() for i, bad in enumerate(by_row) if bad]
+
+
+def table_blocks() -> list[tuple[str, list[str], list[str]]]:
+    return [(block, names, keys) for block, names, keys in cited_blocks(README.read_text(encoding="utf-8"))
+            if is_table(block)]
+
+
+@pytest.mark.parametrize("block,names,keys", table_blocks(), ids=lambda v: v[:60] if isinstance(v, str) else None)
+def test_every_table_figure_stays_in_its_row(block: str, names: list[str], keys: list[str]):
+    wrong = misplaced_rows(block, names, keys)
+    assert not wrong, f"rows whose figures are not one stored entry's ({', '.join(names)}): {wrong}\n{block}"
+
+
+def _swapped(block: str, first: int, second: int, column: int) -> str | None:
+    """``block`` with the first figures of one column's cells in two rows swapped; None when either has none."""
+    lines = block.splitlines()
+    cells = [lines[index].strip().strip("|").split("|") for index in (first, second)]
+    shown = [printed_numbers(row[column])[:1] if column < len(row) else [] for row in cells]
+    if not all(shown):
+        return None
+    for row, mine, theirs in ((cells[0], shown[0][0][0], shown[1][0][0]), (cells[1], shown[1][0][0], shown[0][0][0])):
+        row[column] = row[column].replace(mine, theirs, 1)
+    lines[first], lines[second] = ("|" + "|".join(row) + "|" for row in cells)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("block,names,keys", table_blocks(), ids=lambda v: v[:60] if isinstance(v, str) else None)
+def test_swapping_two_rows_figures_in_a_readme_table_fails_the_check(block: str, names: list[str], keys: list[str]):
+    """Every swap of two figures each stored once (under the listed keys) between two rows is caught, where
+    each row has another figure to be checked against (a row holding a single figure is bound to its row
+    only by its words, which no check reads)."""
+    values = [stored for name in names for stored in records(load_result(RESULTS / f"{name}.json"))
+              if any(fnmatch.fnmatchcase(stored.path, key) for key in keys)]
+    lines = block.splitlines()
+    data = [index for index, line in enumerate(lines) if not re.fullmatch(r"[\s|:-]*", line)]
+    tried, missed = 0, []
+    for first, second in itertools.combinations(data, 2):
+        for column in range(1, len(lines[first].split("|"))):
+            swapped = _swapped(block, first, second, column)
+            cells = [lines[index].strip().strip("|").split("|") for index in (first, second)]
+            if swapped is None or column >= min(len(cells[0]), len(cells[1])):
+                continue
+            figures = [printed_numbers(row[column])[0] for row in cells]
+            if figures[0][1] == figures[1][1] or any(len(_backings(f, values)) != 1 for f in figures):
+                continue
+            if any(len(printed_numbers("|".join(row[1:]))) < 2 for row in cells):
+                continue
+            tried += 1
+            if not misplaced_rows(swapped, names, keys) and not unbacked(swapped, names, keys):
+                missed.append((cells[0][0].strip(), cells[1][0].strip(), figures[0][0], figures[1][0]))
+    assert not missed, f"swaps the check let through: {missed}"
 
 
 def test_no_benchmark_figure_without_a_stored_result():

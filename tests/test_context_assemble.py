@@ -145,3 +145,37 @@ def test_images_before_the_newest_image_message_are_stripped():
     assert replaced == 1 and out[2] == messages[2]
     assert out[0]["content"][1]["type"] == "text"
     assert strip_historical_media([user("no images")]) == ([user("no images")], 0)
+
+
+#: The ways providers name a call and its result: chat-completions ids, Responses-style calls carrying an
+#: item id and a call_id (answered by either), and calls with only a call_id.
+CALL_ID_SHAPES = [
+    ({"id": "call_1"}, "call_1"),
+    ({"id": "fc_1", "call_id": "call_1"}, "call_1"),
+    ({"id": "fc_1", "call_id": "call_1"}, "fc_1"),
+    ({"call_id": "call_1"}, "call_1"),
+]
+
+
+@pytest.mark.parametrize("ids, answered_by", CALL_ID_SHAPES, ids=[f"{sorted(i)}-{a}" for i, a in CALL_ID_SHAPES])
+@pytest.mark.parametrize("missing", ["stub", "drop"])
+def test_a_result_answers_the_call_whose_id_or_call_id_it_names(ids, answered_by, missing):
+    made = {**ids, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages = [user("go"), {"role": "assistant", "content": "", "tool_calls": [made]},
+                {"role": "tool", "tool_call_id": answered_by, "content": "a.txt"}, assistant("done")]
+    out, record = sanitize_tool_pairs(messages, missing=missing)
+    assert out == messages
+    assert record["removed_orphan_results"] == [] and record["unanswered_calls"] == []
+
+
+@pytest.mark.parametrize("missing", ["stub", "drop"])
+def test_a_result_naming_neither_id_is_an_orphan_and_its_call_is_unanswered(missing):
+    made = {"id": "fc_1", "call_id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages = [user("go"), {"role": "assistant", "content": "", "tool_calls": [made]},
+                {"role": "tool", "tool_call_id": "call_2", "content": "a.txt"}]
+    out, record = sanitize_tool_pairs(messages, missing=missing)
+    assert record["removed_orphan_results"] == [2] and record["unanswered_calls"] == ["call_1"]
+    if missing == "stub":
+        assert out[-1] == {"role": "tool", "tool_call_id": "call_1", "content": MISSING_RESULT_STUB}
+    else:
+        assert out[-1] == {"role": "assistant", "content": REMOVED_CALL_TEXT}

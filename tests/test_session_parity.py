@@ -19,6 +19,7 @@ from hermeslab.context.pipeline import NO_USER_PLACEHOLDER, ensure_real_user_tur
 from hermeslab.core.config import load_config
 from hermeslab.core.presets import PRESETS
 from hermeslab.eval.replay_compression import FixedSummariser
+from hermeslab.reference.worker.message_digest import compared, view
 
 NEW_SWITCHES = ("system_in_pipeline", "reinsert_latest_user", "refuse_no_gain", "defer_to_real_usage",
                 "pressure_every_call", "pressure_counts_against_overflow", "preflight_gate",
@@ -292,33 +293,71 @@ def test_usage_gap_settles_the_verdict_and_the_turn_check_estimates():
 def test_compare_names_the_first_difference_and_the_compression_applied_on_one_side_only():
     from hermeslab.eval.session_parity import compare
 
-    def run(compressions, total):
-        return {"calls": [{}] * 3, "prompt_tokens_total": total, "compressions": [
-            {"call": call, "trigger": trigger, "output_len": size, "changed": changed}
-            for call, trigger, size, changed in compressions]}
+    def run(compressions, total, billed=(330, 330, 340)):
+        return {"calls": [{"prompt_tokens": tokens} for tokens in billed], "prompt_tokens_total": total,
+                "compressions": [{"call": call, "trigger": trigger, "output_len": size, "changed": changed,
+                                  **compared([{"role": "user", "content": f"m{i}"} for i in range(size)])}
+                                 for call, trigger, size, changed in compressions]}
 
     ours = run([(2, "turn", 9, False), (2, "pressure", 9, True)], 990)
     hermes = run([(2, "turn", 9, True), (3, "turn", 11, True)], 1_000)
     verdict = compare(ours, hermes)
-    assert not verdict["identical"] and verdict["total_diff_pct"] == -1.0
+    assert not verdict["identical"] and not verdict["content_identical"] and verdict["total_diff_pct"] == -1.0
     assert verdict["first_difference"] == {"index": 1, "hermeslab": (2, "pressure", 9), "hermes": (3, "turn", 11),
                                            "applied_differs_at": 0}
     same = compare(hermes, hermes)
-    assert same["identical"] and same["first_difference"] is None and same["total_diff_pct"] == 0.0
+    assert same["identical"] and same["content_identical"] and same["first_difference"] is None
+    assert same["first_content_difference"] is None and same["total_diff_pct"] == 0.0
+
+
+def test_content_parity_compares_every_output_message_and_every_billed_prompt():
+    from hermeslab.eval.session_parity import compare
+
+    def run(messages, billed):
+        return {"calls": [{"prompt_tokens": tokens} for tokens in billed], "prompt_tokens_total": sum(billed),
+                "compressions": [{"call": 1, "trigger": "pressure", "output_len": len(messages), "changed": True,
+                                  **compared(messages)}]}
+
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path":"."}'}}
+    kept = [{"role": "user", "content": "summary"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt", "_internal": True}]
+    hermes = run([{k: v for k, v in m.items() if k != "_internal"} for m in kept], [100, 120])
+    assert compare(run(kept, [100, 120]), hermes)["content_identical"]  # in-process keys do not count
+    changes = [
+        (1, {**kept[1], "tool_calls": [{**call, "function": {"name": "ls", "arguments": '{"path": "."}'}}]}),
+        (1, {**kept[1], "tool_calls": [{**call, "id": "c2"}]}),
+        (2, {**kept[2], "tool_call_id": "c9"}),
+        (0, {**kept[0], "role": "assistant"}),
+        (0, {**kept[0], "content": "summary "}),
+    ]
+    for index, changed in changes:
+        ours = run(kept[:index] + [changed] + kept[index + 1:], [100, 120])
+        verdict = compare(ours, hermes)
+        assert verdict["identical"] and not verdict["content_identical"]
+        assert verdict["first_content_difference"]["message"] == index
+        assert verdict["first_content_difference"]["hermes"] == view(kept[index])
+    billed = compare(run(kept, [100, 121]), hermes)
+    assert billed["identical"] and not billed["content_identical"]
+    assert billed["first_content_difference"] == {"billed_call": 1, "hermeslab": 121, "hermes": 120}
 
 
 # ---------------------------------------------------------------- against the real Hermes
 
 
 @pytest.mark.slow
-def test_sessions_match_hermes_on_a_sample():
+def test_sessions_match_hermes_on_a_sample(monkeypatch):
     from shared_data import dataset, hermes_venv
+
+    from hermeslab.context.hermes_texts import SWITCH_ENV_VAR, installed_texts
 
     from hermeslab.eval.session_parity import compare, hermeslab_session, planned_session, session_encoding
     from hermeslab.recordings import Recording
     from hermeslab.reference.client import HermesReference
 
     venv = hermes_venv()
+    monkeypatch.delenv(SWITCH_ENV_VAR)  # Hermes's own texts, from the install the worker runs
+    monkeypatch.setenv("HERMESLAB_HERMES_VENV", str(venv))
+    installed_texts.cache_clear()
     files = {"tau2_bench_gpt41.jsonl": 16_000, "mini_swe_agent_gemini3pro_swebv.jsonl": 32_000}
     with HermesReference(venv, timeout=600) as worker:
         for name, window in files.items():
@@ -329,6 +368,9 @@ def test_sessions_match_hermes_on_a_sample():
                                               encoding=session_encoding(recordings[0]))
             verdicts = [compare(hermeslab_session(r, config), h) for r, h in zip(recordings, theirs)]
             same = sum(v["identical"] for v in verdicts)
+            # Message for message and call for call too (with Hermes's own texts, read from the same install).
+            assert sum(v["content_identical"] for v in verdicts) >= 0.99 * len(verdicts), (
+                name, [v["first_content_difference"] for v in verdicts if not v["content_identical"]][:3])
             # The target of the full benchmark: all but one in a hundred identical (40 of 40 here), and
             # every prompt-token total within a tenth of a percent of Hermes's.
             assert same >= 0.99 * len(verdicts), (name, same, [v["first_difference"] for v in verdicts

@@ -23,9 +23,11 @@ from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import text_of
 from hermeslab.core.rough import is_image_part
 
+from .hermes_texts import HermesTexts, texts_for
 from .turns import has_tool_calls
 from .types import (LEGACY_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER, LONG_SUMMARY_PREFIX, MERGED_OWN_DELIMITER,
-                    MERGED_OWN_HEADER, SUMMARY_END_MARKER, SUMMARY_PREFIX, is_summary_message)
+                    MERGED_OWN_HEADER, SUMMARY_END_MARKER, SUMMARY_PREFIX, is_summary_message, merged_frames,
+                    summary_frames)
 
 MISSING_RESULT_STUB = "[result not kept: this call and its outcome are covered by the handoff summary]"
 REMOVED_CALL_TEXT = "[tool call removed: it is covered by the handoff summary]"
@@ -37,8 +39,11 @@ IMAGE_STUB = "[image omitted: an earlier image, superseded by a newer one]"
 _SYSTEM_ROLES = ("system", "developer")
 
 
-def summary_text(body: str, *, long_frame: bool = False) -> str:
-    """The full text of a handoff summary around ``body`` (``long_frame``: the hermes-0.19 opening and close)."""
+def summary_text(body: str, *, long_frame: bool = False, texts: HermesTexts | None = None) -> str:
+    """The full text of a handoff summary around ``body`` (``long_frame``: the hermes-0.19 opening and close;
+    ``texts``: Hermes's own)."""
+    if texts is not None:
+        return f"{texts.summary_prefix}\n{body}\n\n{texts.end_marker}"
     if long_frame:
         return f"{LONG_SUMMARY_PREFIX}\n{body}\n\n{LONG_SUMMARY_END_MARKER}"
     return f"{SUMMARY_PREFIX}\n{body}\n\n{SUMMARY_END_MARKER}"
@@ -46,13 +51,14 @@ def summary_text(body: str, *, long_frame: bool = False) -> str:
 
 def _split_own_first(content: Any) -> tuple[str, Any] | None:
     """(summary text, own content or None) of a summary merged behind a message's own text; None otherwise."""
-    opening = f"{MERGED_OWN_HEADER}\n"
-    closing = f"\n\n{MERGED_OWN_DELIMITER}\n\n"
-    if isinstance(content, str) and content.startswith(opening) and (cut := content.find(closing)) >= 0:
-        return content[cut + len(closing):], content[len(opening):cut] or None
-    if (isinstance(content, list) and len(content) >= 2 and content[0] == {"type": "text", "text": opening}
-            and isinstance(content[-1], dict) and str(content[-1].get("text", "")).startswith(closing)):
-        return content[-1]["text"][len(closing):], content[1:-1] or None
+    for header, delimiter in merged_frames():
+        opening = f"{header}\n"
+        closing = f"\n\n{delimiter}\n\n"
+        if isinstance(content, str) and content.startswith(opening) and (cut := content.find(closing)) >= 0:
+            return content[cut + len(closing):], content[len(opening):cut] or None
+        if (isinstance(content, list) and len(content) >= 2 and content[0] == {"type": "text", "text": opening}
+                and isinstance(content[-1], dict) and str(content[-1].get("text", "")).startswith(closing)):
+            return content[-1]["text"][len(closing):], content[1:-1] or None
     return None
 
 
@@ -67,11 +73,11 @@ def split_summary(message: dict[str, Any]) -> tuple[str, Any]:
     text = content if isinstance(content, str) else (text_of({"content": parts[:1]}) if parts else "")
     if text.startswith(LEGACY_SUMMARY_PREFIX):
         return text[len(LEGACY_SUMMARY_PREFIX):].strip(), None
-    if not text.startswith(SUMMARY_PREFIX):
+    frame = next(((prefix, end) for prefix, end in summary_frames() if text.startswith(prefix)), None)
+    if frame is None:
         return text.strip(), None
-    long_frame = text.startswith(LONG_SUMMARY_PREFIX)
-    end_marker = LONG_SUMMARY_END_MARKER if long_frame else SUMMARY_END_MARKER
-    inner = text[len(LONG_SUMMARY_PREFIX if long_frame else SUMMARY_PREFIX):]
+    prefix, end_marker = frame
+    inner = text[len(prefix):]
     marker = inner.find(end_marker)
     if marker < 0:
         return inner.strip(), None
@@ -96,14 +102,17 @@ def choose_summary_role(head: Sequence[dict], tail: Sequence[dict]) -> tuple[str
     return role, f"{role}: {'forced (a user turn is required here)' if forced else 'follows the ' + str(last_head)}"
 
 
-def merge_summary(message: dict[str, Any], text: str, *, own_first: bool = False) -> dict[str, Any]:
+def merge_summary(message: dict[str, Any], text: str, *, own_first: bool = False,
+                  texts: HermesTexts | None = None) -> dict[str, Any]:
     """A copy of ``message`` with the summary text placed before its own content (``own_first``: after it,
-    the own content under a header and closed by a line of its own)."""
+    the own content under a header and closed by a line of its own, Hermes's own with ``texts``)."""
     content = message.get("content")
     if own_first:
-        closing = f"\n\n{MERGED_OWN_DELIMITER}\n\n{text}"
-        wrapped: Any = ([{"type": "text", "text": f"{MERGED_OWN_HEADER}\n"}, *content, {"type": "text", "text": closing}]
-                        if isinstance(content, list) else f"{MERGED_OWN_HEADER}\n{content or ''}{closing}")
+        header, delimiter = ((texts.merged_header, texts.merged_delimiter) if texts is not None
+                             else (MERGED_OWN_HEADER, MERGED_OWN_DELIMITER))
+        closing = f"\n\n{delimiter}\n\n{text}"
+        wrapped: Any = ([{"type": "text", "text": f"{header}\n"}, *content, {"type": "text", "text": closing}]
+                        if isinstance(content, list) else f"{header}\n{content or ''}{closing}")
         return {**message, "content": wrapped, "_compressed_summary": True}
     if isinstance(content, list):
         merged: Any = [{"type": "text", "text": text}, *content]
@@ -114,11 +123,27 @@ def merge_summary(message: dict[str, Any], text: str, *, own_first: bool = False
     return {**message, "content": merged, "_compressed_summary": True}
 
 
-def sanitize_tool_pairs(messages: Sequence[dict], *, missing: str = "stub") -> tuple[list[dict], dict]:
+def call_id_of(call: dict) -> str:
+    """The id a result names its call by: ``call_id`` where a call carries one (Responses-style calls carry
+    both an item ``id`` and a ``call_id``), else ``id``."""
+    return call.get("call_id") or call.get("id") or ""
+
+
+def _answered_call(pending: list[dict], result_id: Any) -> dict | None:
+    """The pending call a result with ``result_id`` answers: one whose ``id`` or ``call_id`` it names."""
+    if not result_id:
+        return None
+    return next((call for call in pending if result_id in (call.get("id"), call.get("call_id"))), None)
+
+
+def sanitize_tool_pairs(messages: Sequence[dict], *, missing: str = "stub",
+                        removed_call_text: str = REMOVED_CALL_TEXT) -> tuple[list[dict], dict]:
     """Pair every tool call with exactly one result that directly follows its group.
 
-    Orphan results are removed; unanswered calls are stubbed or dropped
-    (``missing``). Running it again on its own output changes nothing.
+    A result answers a call whose ``id`` or ``call_id`` it names. Orphan results
+    are removed; unanswered calls are stubbed or dropped (``missing``; an
+    assistant message left with neither calls nor text says ``removed_call_text``).
+    Running it again on its own output changes nothing.
     """
     if missing not in ("stub", "drop"):
         raise ValueError(f"missing must be 'stub' or 'drop', got {missing!r}")
@@ -135,33 +160,36 @@ def sanitize_tool_pairs(messages: Sequence[dict], *, missing: str = "stub") -> t
         if not has_tool_calls(message):
             out.append(message)
             continue
-        pending = [call.get("id", "") for call in message["tool_calls"]]
+        pending = list(message["tool_calls"])
         results = []
         while index < len(messages) and messages[index].get("role") == "tool":
             result = messages[index]
-            if result.get("tool_call_id") in pending:
-                pending.remove(result["tool_call_id"])
+            answered = _answered_call(pending, result.get("tool_call_id"))
+            if answered is not None:
+                pending.remove(answered)
                 results.append(result)
             else:
                 removed.append(index)
             index += 1
-        unanswered += pending
+        unanswered += [call_id_of(call) for call in pending]
         if pending and missing == "stub":
-            results += [{"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_STUB} for call_id in pending]
+            results += [{"role": "tool", "tool_call_id": call_id_of(call), "content": MISSING_RESULT_STUB}
+                        for call in pending]
         elif pending:
-            kept = [call for call in message["tool_calls"] if call.get("id", "") not in pending]
+            kept = [call for call in message["tool_calls"] if not any(call is p for p in pending)]
             message = {key: value for key, value in message.items() if key != "tool_calls"}
             if kept:
                 message["tool_calls"] = kept
             elif not text_of(message).strip():
-                message["content"] = REMOVED_CALL_TEXT
+                message["content"] = removed_call_text
         out.append(message)
         out.extend(results)
     return out, {"removed_orphan_results": removed, "unanswered_calls": unanswered, "mode": missing}
 
 
-def strip_historical_media(messages: Sequence[dict]) -> tuple[list[dict], int]:
-    """Replace images before the newest image-bearing user message; returns (messages, images replaced)."""
+def strip_historical_media(messages: Sequence[dict], stub: str = IMAGE_STUB) -> tuple[list[dict], int]:
+    """Replace images before the newest image-bearing user message with ``stub``; returns (messages, images
+    replaced)."""
     anchor = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"
                    and isinstance(messages[i].get("content"), list)
                    and any(is_image_part(p) for p in messages[i]["content"])), None)
@@ -173,7 +201,7 @@ def strip_historical_media(messages: Sequence[dict]) -> tuple[list[dict], int]:
         content = out[index].get("content")
         if isinstance(content, list) and any(is_image_part(p) for p in content):
             replaced += sum(1 for p in content if is_image_part(p))
-            parts = [{"type": "text", "text": IMAGE_STUB} if is_image_part(p) else p for p in content]
+            parts = [{"type": "text", "text": stub} if is_image_part(p) else p for p in content]
             out[index] = {**out[index], "content": parts}
     return out, replaced
 
@@ -198,16 +226,18 @@ def assemble(head: Sequence[dict], body: str, tail: Sequence[dict], *,
     tail = list(tail)
     noted = _with_system_note(head) if cfg.system_note else False
     role, why = choose_summary_role(head, tail)
-    text = summary_text(body, long_frame=cfg.long_summary_frame)
+    texts = texts_for(cfg)
+    text = summary_text(body, long_frame=cfg.long_summary_frame, texts=texts)
     if role is None:
-        tail[0] = merge_summary(tail[0], text, own_first=cfg.merged_summary_last)
+        tail[0] = merge_summary(tail[0], text, own_first=cfg.merged_summary_last, texts=texts)
         out = head + tail
     else:
         out = head + [{"role": role, "content": text, "_compressed_summary": True}] + tail
-    out, pairs = sanitize_tool_pairs(out, missing=cfg.missing_results)
+    out, pairs = sanitize_tool_pairs(out, missing=cfg.missing_results,
+                                     removed_call_text=texts.removed_call if texts else REMOVED_CALL_TEXT)
     images = 0
     if cfg.strip_old_images:
-        out, images = strip_historical_media(out)
+        out, images = strip_historical_media(out, texts.stripped_image if texts else IMAGE_STUB)
     record = {"summary_role": role or "merged", "role_reason": why, "system_note_added": noted,
               "tool_pairs": pairs, "images_stripped": images}
     return out, record

@@ -46,6 +46,7 @@ from ..core.tokens import REPLY_PRIMING, RunningCount, TokenCounter, UsageCalibr
 from .compactor import Compaction, Compactor
 from .error_limits import parse_prompt_tokens
 from .policy import AUTOMATIC_TRIGGERS, PREFLIGHT_PASSES, made_progress
+from .request_normalise import normalised_request
 
 Message = dict[str, Any]
 #: Share of the computed room a fit fills, so rounding and the calibration's drift cannot push it over.
@@ -122,6 +123,12 @@ class ContextDriver:
         if self.compactor is not None and self.compactor.cfg.estimator == "rough":
             return self.compactor.estimate_request(history, tools)
         return self.estimate(history, tools, history)
+
+    def wire(self, history: list[Message]) -> list[Message]:
+        """The history as the next request carries it (``normalise_requests``: as Hermes sends it)."""
+        if self.compactor is not None and self.compactor.cfg.normalise_requests:
+            return normalised_request(history)
+        return history
 
     def request_rough(self, history: Sequence[Message], tools: Sequence[dict] | None) -> int:
         """Hermes's request estimate: the messages without the system message, its text's chars/4, the tools."""
@@ -240,7 +247,7 @@ class ContextDriver:
         policy = self.compactor.policy
         if cfg.pressure_counts_against_overflow and policy.overflow_attempts >= cfg.max_overflow_attempts:
             return None
-        tokens = self.measure(history, tools)
+        tokens = self.measure(self.wire(history), tools)
         if cfg.defer_to_real_usage:
             if self._defer(tokens):
                 return None

@@ -54,6 +54,7 @@ from .assemble import assemble, merge_summary, split_summary, user_content_prese
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import SUMMARY_FLOOR_TOKENS, Budgets, summary_budget, wanted_summary_budget, window_room
 from .drop import drop_range
+from .hermes_texts import texts_for
 from .prune import PruneDecision, compute_prune_boundary, prune_messages
 from .summary import ground_task_snapshot
 from .turns import first_real_user_index, is_real_user_message
@@ -457,7 +458,7 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
                        record=record, summary=outcome)
 
     if cfg.ground_task_snapshot and not outcome.fallback_used:
-        body = ground_task_snapshot(body, plan.span)
+        body = ground_task_snapshot(body, plan.span, texts_for(cfg))
     if cfg.keep_original_task and task and not task_record["kept_verbatim"]:
         task_record["quoted_by_summariser"] = task[:ORIGINAL_TASK_MAX_CHARS] in body
         if not task_record["quoted_by_summariser"]:

@@ -27,6 +27,9 @@ from typing import Any, Callable, NamedTuple, Sequence
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.rough import is_image_part, known_newlines
 
+from .hermes_texts import one_liner as hermes_one_liner
+from .hermes_texts import texts_for
+
 DUPLICATE_MARKER = "[duplicate tool output]"
 IMAGE_PLACEHOLDER = "[image removed from an old tool result to save context]"
 TRUNCATION_MARKER = "...[truncated]"
@@ -322,6 +325,9 @@ def _shrink_leaves(value: Any, limit: int) -> tuple[Any, int]:
 
 
 def _back_reference(later: dict, calls: dict, cfg: CompressionConfig) -> str:
+    texts = texts_for(cfg)
+    if texts is not None:
+        return texts.duplicate_marker
     if not cfg.name_duplicate_source:  # as long as Hermes's, and as many tokens (cl100k_base, o200k_base)
         return f"{DUPLICATE_MARKER} same as the result of the later call"
     call_id = str(later.get("tool_call_id", ""))[:40]
@@ -352,21 +358,28 @@ def _describe_old_results(out: list[dict], calls: dict, floor: int, boundary: in
                           memo: dict[str, Any]) -> list[PruneDecision]:
     decisions = []
     min_chars = cfg.prune_min_chars
+    texts = texts_for(cfg)
+    markers = _MARKERS if texts is None else (texts.duplicate_marker, texts.screenshot_part)
+    placeholder = IMAGE_PLACEHOLDER if texts is None else texts.screenshot_part
     for index in range(floor, boundary):
         message = out[index]
         if message.get("role") != "tool":
             continue
         content = message.get("content")
         if isinstance(content, str):
-            if len(content) <= min_chars or content.startswith(_MARKERS):
+            if len(content) <= min_chars or content.startswith(markers):
                 continue
             call = calls.get(message.get("tool_call_id", ""))
-            name, raw = call if call is not None else (message.get("name", ""), None)
-            line = one_line_description(name, _arguments(raw, memo), content)
+            if texts is not None:  # Hermes's rules and wording; a result without its call is an unknown tool's
+                name, raw = call if call is not None else ("unknown", "")
+                line = hermes_one_liner(texts, name, raw, content)
+            else:
+                name, raw = call if call is not None else (message.get("name", ""), None)
+                line = one_line_description(name, _arguments(raw, memo), content)
             out[index] = {**message, "content": line}
             decisions.append(PruneDecision(index, "one_line", f"{len(content):,} chars -> {line}"))
         elif isinstance(content, list) and any(is_image_part(p) for p in content):
-            parts = [p if not is_image_part(p) else {"type": "text", "text": IMAGE_PLACEHOLDER} for p in content]
+            parts = [p if not is_image_part(p) else {"type": "text", "text": placeholder} for p in content]
             images = sum(1 for p in content if is_image_part(p))
             out[index] = {**message, "content": parts}
             decisions.append(PruneDecision(index, "image_placeholder", f"{images} image part(s)"))

@@ -35,6 +35,7 @@ from ..recovery.classify import classify
 from .budget import SUMMARY_FLOOR_TOKENS
 from .error_limits import parse_context_limit
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
+from .hermes_texts import HermesTexts
 from .redact import redact, redact_many
 from .template import render_compact_template, render_empty_template, replace_section
 from .turns import is_real_user_message
@@ -276,8 +277,11 @@ _SNAPSHOT_SECTION = re.compile(rf"^{re.escape(SNAPSHOT_HEADING)}[ \t]*\n.*?(?=^#
 _WHITESPACE_RUN = re.compile(r"\s+")
 
 
-def task_snapshot(span: list[dict[str, Any]]) -> str | None:
-    """Two lines naming the newest real user request of ``span``, quoted on one line; None without one."""
+def task_snapshot(span: list[dict[str, Any]], texts: HermesTexts | None = None) -> str | None:
+    """Two lines naming the newest real user request of ``span``, quoted on one line (in Hermes's words with
+    ``texts``); None without one."""
+    lead, note, cut = ((texts.snapshot_lead, texts.snapshot_note, texts.snapshot_cut) if texts is not None
+                       else (_SNAPSHOT_LEAD, f"\n{_SNAPSHOT_NOTE}", SNAPSHOT_CUT_MARK))
     for message in reversed(span):
         if not is_real_user_message(message):
             continue
@@ -286,19 +290,19 @@ def task_snapshot(span: list[dict[str, Any]]) -> str | None:
             continue
         text = _WHITESPACE_RUN.sub(" ", text)
         if len(text) > SNAPSHOT_MAX_CHARS:
-            text = text[:SNAPSHOT_MAX_CHARS - len(SNAPSHOT_CUT_MARK)].rstrip() + SNAPSHOT_CUT_MARK
-        return f"{_SNAPSHOT_LEAD}{text!r}\n{_SNAPSHOT_NOTE}"
+            text = text[:SNAPSHOT_MAX_CHARS - len(cut)].rstrip() + cut
+        return f"{lead}{text!r}{note}"
     return None
 
 
-def ground_task_snapshot(body: str, span: list[dict[str, Any]]) -> str:
+def ground_task_snapshot(body: str, span: list[dict[str, Any]], texts: HermesTexts | None = None) -> str:
     """``body`` with its task snapshot section replaced by ``task_snapshot(span)`` (prepended when missing).
 
     The hermes-0.19 preset's grounding (``ground_task_snapshot``): whatever the
     summariser wrote there, the section names the span's newest real request.
     A span without one leaves ``body`` as it is.
     """
-    snapshot = task_snapshot(span)
+    snapshot = task_snapshot(span, texts)
     if snapshot is None:
         return body
     section = f"{SNAPSHOT_HEADING}\n{snapshot}\n\n"

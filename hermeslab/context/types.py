@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from .hermes_texts import loaded_texts
+
 #: Opening of every handoff summary. It frames the block as background so a
 #: model does not mistake an old request quoted in it for a new instruction.
 SUMMARY_PREFIX = (
@@ -102,6 +104,27 @@ class Summariser(Protocol):
 
 
 _PREFIXES = (SUMMARY_PREFIX, LEGACY_SUMMARY_PREFIX)
+
+
+def summary_frames() -> tuple[tuple[str, str], ...]:
+    """(opening, closing line) of every summary frame this process may have written, most specific first:
+    Hermes's own (once read, ``hermes_texts``), the long one, the short one."""
+    texts = loaded_texts()
+    own = ((LONG_SUMMARY_PREFIX, LONG_SUMMARY_END_MARKER), (SUMMARY_PREFIX, SUMMARY_END_MARKER))
+    return own if texts is None else ((texts.summary_prefix, texts.end_marker), *own)
+
+
+def merged_frames() -> tuple[tuple[str, str], ...]:
+    """(header, delimiter) of every way a summary is merged behind a message's own text: Hermes's (once read),
+    hermeslab's."""
+    texts = loaded_texts()
+    own = ((MERGED_OWN_HEADER, MERGED_OWN_DELIMITER),)
+    return own if texts is None else ((texts.merged_header, texts.merged_delimiter), *own)
+
+
+def _prefixes() -> tuple[str, ...]:
+    texts = loaded_texts()
+    return _PREFIXES if texts is None else (texts.summary_prefix, *texts.older_prefixes, *_PREFIXES)
 _LEADING_SPACE = re.compile(r"\s*")
 
 
@@ -126,13 +149,17 @@ def is_summary_message(message: dict[str, Any]) -> bool:
     text = content if isinstance(content, str) else _leading_text(message)
     # Skip leading whitespace without copying: tool outputs run to many kilobytes.
     start = _LEADING_SPACE.match(text).end() if text[:1].isspace() else 0
-    if text.startswith(MERGED_OWN_HEADER, start):  # merged behind a message's own text
+    for header, closing in merged_frames():
+        if not text.startswith(header, start):
+            continue
+        # merged behind a message's own text
         if isinstance(content, list):  # the delimiter and the summary open the last text part
             text = next((str(p.get("text", "")) for p in reversed(content)
                          if isinstance(p, dict) and p.get("type") == "text"), "")
-        delimiter = text.find(MERGED_OWN_DELIMITER, start if isinstance(content, str) else 0)
+        delimiter = text.find(closing, start if isinstance(content, str) else 0)
         if delimiter < 0:
             return False
-        start = delimiter + len(MERGED_OWN_DELIMITER)
+        start = delimiter + len(closing)
         start = _LEADING_SPACE.match(text, start).end()
-    return text.startswith(_PREFIXES, start)
+        break
+    return text.startswith(_prefixes(), start)

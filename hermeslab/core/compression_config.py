@@ -160,6 +160,16 @@ class CompressionConfig:
     #: ones sized like Hermes's (1,632 + 84 characters against 673 + 67), so a summary costs
     #: what Hermes's costs in every later budget decision (the wording stays hermeslab's).
     long_summary_frame: bool = False
+    #: Write Hermes 0.19.0's own texts (summary frame, merged-summary lines, duplicate and
+    #: removed-call markers, tool one-liners, task-snapshot line) where hermes-agent 0.19.0 is
+    #: installed, read from it at run time (``hermeslab.context.hermes_texts``); without it, or
+    #: off, hermeslab's wording. Reports name the wording a run used (``hermes_texts``).
+    hermes_texts: bool = False
+    #: Send, and estimate before sending (the pressure check), the conversation as Hermes does:
+    #: every text content stripped of surrounding white space and tool-call arguments
+    #: re-serialised as compact JSON with sorted keys (the transcript itself keeps them as they
+    #: were); off, the transcript is sent as it is, the model's own bytes.
+    normalise_requests: bool = False
     #: Replace the summary's "Historical Task Snapshot" section with the newest real user
     #: request of the summarised span, quoted, up to 1,400 characters (Hermes grounds every
     #: model summary this way; seed leaves the section as the summariser wrote it).

@@ -47,6 +47,7 @@ import pandas as pd
 
 from hermeslab import __version__
 from hermeslab.context.budget import derive_budgets, threshold_rule
+from hermeslab.context.hermes_texts import texts_in_use
 from hermeslab.core.config import CompressionConfig, Config, load_config
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
@@ -525,7 +526,9 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     of what was skipped: path, line, reason) and ``nothing_compressed``: one
     line per config that compressed no session, with the peak prompt, its
     threshold and a window that would make it compress (``nothing_compressed``),
-    each also given as a ``NothingCompressedWarning``.
+    each also given as a ``NothingCompressedWarning``, and ``hermes_texts``:
+    per config, whose wording it wrote into the context (Hermes's own, read
+    from an installed hermes-agent, or hermeslab's).
 
     Configs that differ only in ``BUDGET_SETTINGS`` and come to the same
     ``budget_effect`` at their window get one ``FlatSweepWarning`` (a
@@ -586,7 +589,8 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     finally:
         store.close()
     quiet = nothing_compressed(frame, named)
-    frame.attrs.update(run_id=run.run_id, problems=problems, nothing_compressed=quiet)
+    frame.attrs.update(run_id=run.run_id, problems=problems, nothing_compressed=quiet,
+                       hermes_texts={name: texts_in_use(config.compression) for name, config in named.items()})
     for line in quiet:
         warnings.warn(line, NothingCompressedWarning, stacklevel=2)
     return frame

@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping
 from hermeslab.agent import Agent, TurnInterrupted
 from hermeslab.context.compactor import Compaction, Compactor
 from hermeslab.context.extractive import ExtractiveSummariser
+from hermeslab.context.hermes_texts import HERMESLAB_WORDING, texts_in_use
 from hermeslab.context.types import Summariser, SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
 from hermeslab.core.events import Event, EventBus, SessionStarted, ToolCallFinished
@@ -129,6 +130,8 @@ class ReplayRun:
     statuses: list[str] = field(default_factory=list)
     #: Prompts the provider turned away as longer than the window.
     refusals: list[Refusal] = field(default_factory=list)
+    #: Whose wording the run wrote into the context (``hermeslab.context.hermes_texts.texts_in_use``).
+    hermes_texts: str = HERMESLAB_WORDING
 
     @property
     def refused_calls(self) -> int:
@@ -219,7 +222,7 @@ def replay(recording: Recording | Mapping[str, Any], config: Config, *, summaris
                     model=looped.model.name, context_length=config.model.context_length, counter=provider.counter,
                     tool_tokens=provider.counter.count_tools(tools.schemas() or None), replies=provider.replies,
                     decision_unit=provider.decision_unit,
-                    calls=provider.served)
+                    calls=provider.served, hermes_texts=texts_in_use(config.compression))
     bus = bus or EventBus()
     driver = _Driver(plan, provider, run, seconds_per_call)
     closers: list[Callable[[], None]] = []

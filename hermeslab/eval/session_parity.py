@@ -9,10 +9,16 @@ both sides make the same calls, and any difference is a decision.
 ``hermeslab_session`` replays the same recording through hermeslab
 (``replay(..., fast=True)``) and reduces both runs to one shape:
 ``compressions`` as ``(call, trigger, output messages without the system
-message)`` for every attempt that reached the compression pipeline, and the
-billed prompt total. ``compare`` says whether two such runs are the same
-session and where they first differ, and names the first compression one side
-applied and the other did not (the usual cause of a later difference).
+message)`` for every attempt that reached the compression pipeline, each with
+the digest of every output message (``message_digest``: role, content, tool
+calls with their ids and arguments, tool-call id), the billed prompt of every
+call and their total. ``compare`` says whether two such runs are the same
+session (same compressions at the same calls), whether they are the same in
+content too (every compression's output message for message, every call's
+billed prompt), and where they first differ: the first compression one side
+applied and the other did not (the usual cause of a later difference), the
+first differing message with both sides' view of it, the first call billed
+differently.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from hermeslab.core.messages import strip_surrogates
 from hermeslab.core.tokens import encoding_for_model
 from hermeslab.recovery.repair import history_copy
 from hermeslab.recordings import Recording
+from hermeslab.reference.worker.message_digest import compared
 
 from .replay import replay
 from .replay_compression import FixedSummariser
@@ -62,7 +69,7 @@ def hermeslab_session(recording: Recording | Mapping[str, Any], config: Config) 
     for record in run.compressions:
         out = [m for m in record.after if m.get("role") != "system"]
         compressions.append({"call": record.call, "trigger": record.trigger, "output_len": len(out),
-                             "changed": record.changed})
+                             "changed": record.changed, **compared(out)})
     return {"id": run.recording_id, "calls": [{"prompt_tokens": c.prompt_tokens} for c in run.calls],
             "compressions": compressions, "refusals": len(run.refusals), "statuses": list(run.statuses),
             "prompt_tokens_total": sum(c.prompt_tokens for c in run.calls)}
@@ -83,9 +90,36 @@ def compare(ours: dict, hermes: dict) -> dict:
                     if a["changed"] != b["changed"]), None)
     total, reference = ours["prompt_tokens_total"], hermes["prompt_tokens_total"]
     diff = (total - reference) / reference * 100 if reference else 0.0
-    return {"identical": mine == theirs, "first_difference": None if first is None else {
+    content = first_content_difference(ours, hermes) if first is None else None
+    return {"identical": mine == theirs, "content_identical": first is None and content is None,
+            "first_content_difference": content, "first_difference": None if first is None else {
         "index": first, "hermeslab": mine[first] if first < len(mine) else None,
         "hermes": theirs[first] if first < len(theirs) else None,
         "applied_differs_at": applied if applied is not None and applied <= first else None},
         "prompt_tokens_hermeslab": total, "prompt_tokens_hermes": reference, "total_diff_pct": diff,
         "calls_hermeslab": len(ours["calls"]), "calls_hermes": len(hermes["calls"])}
+
+
+def first_content_difference(ours: dict, hermes: dict) -> dict | None:
+    """Where two runs with the same compressions first differ in content, or None when they do not.
+
+    Each compression's output is compared message for message (by digest; both
+    sides' view of the first differing message is reported), then every call's
+    billed prompt.
+    """
+    for index, (mine, theirs) in enumerate(zip(ours["compressions"], hermes["compressions"])):
+        if mine["digests"] == theirs["digests"]:
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(mine["digests"], theirs["digests"])) if a != b),
+                  min(len(mine["digests"]), len(theirs["digests"])))
+        return {"compression": index, "call": mine["call"], "trigger": mine["trigger"], "message": at,
+                "hermeslab": mine["views"][at] if at < len(mine["views"]) else None,
+                "hermes": theirs["views"][at] if at < len(theirs["views"]) else None}
+    mine_calls = [call["prompt_tokens"] for call in ours["calls"]]
+    their_calls = [call["prompt_tokens"] for call in hermes["calls"]]
+    if mine_calls != their_calls:
+        at = next((i for i, (a, b) in enumerate(zip(mine_calls, their_calls)) if a != b),
+                  min(len(mine_calls), len(their_calls)))
+        return {"billed_call": at, "hermeslab": mine_calls[at] if at < len(mine_calls) else None,
+                "hermes": their_calls[at] if at < len(their_calls) else None}
+    return None

@@ -33,27 +33,54 @@ its bookkeeping (-1 sentinel, awaiting real usage, the verdict latch) are
 Hermes's. The turns and recorded replies come from the client, planned the
 way hermeslab's replay plans them, so both sides send the same calls.
 
-One step of Hermes's request building is not reproduced: before its pressure
-estimate and the send, Hermes's loop strips every text content and
-re-serialises tool-call arguments compactly with sorted keys. Here the
-messages are estimated and billed as the transcript holds them, as hermeslab
-sends them; with that step, 13 of the 250 mini-swe-agent sessions at 16K
-compress at other calls, and the billed totals move by 0.15% (median) to
-about 5%.
+Hermes's request normalisation is reproduced at the two points its loop
+applies it: the pressure estimate and the send see a copy of the
+conversation with every text content stripped and tool-call arguments
+re-serialised as compact JSON with sorted keys (non-JSON arguments go through
+Hermes's own repair); the transcript keeps what it holds. Hermes does this
+inline in its loop, so ``_normalised`` restates it; everything else is
+Hermes's own code.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import types
 from typing import Any
 
+from message_digest import compared
 from session_billing import RequestBill
 
 
 def _refusal_text(limit: int, prompt: int) -> str:
     return (f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
             f"{prompt} tokens. Please reduce the length of the messages.")
+
+
+def _normalised(messages: list[dict], repair: Any) -> list[dict]:
+    """The request copy Hermes's loop sends: texts stripped, arguments compact with sorted keys."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        if isinstance(message.get("content"), str):
+            message["content"] = message["content"].strip()
+        calls = message.get("tool_calls")
+        if calls:
+            normalised = []
+            for call in calls:
+                if isinstance(call, dict) and "function" in call:
+                    function = dict(call["function"])
+                    try:
+                        function["arguments"] = json.dumps(json.loads(function["arguments"]), separators=(",", ":"),
+                                                           sort_keys=True)
+                    except Exception:
+                        function["arguments"] = repair(function["arguments"], function.get("name", "?"))
+                    call = {**call, "function": function}
+                normalised.append(call)
+            message["tool_calls"] = normalised
+        out.append(message)
+    return out
 
 
 class _StandInAgent:
@@ -96,7 +123,7 @@ class AgentSessionReplay:
     """One session through Hermes's agent triggers; ``run`` returns what happened, call by call."""
 
     def __init__(self, engine: Any, session: dict, context_length: int, bill: RequestBill):
-        from agent import conversation_compression, model_metadata, turn_context
+        from agent import conversation_compression, conversation_loop, model_metadata, turn_context
 
         self.engine = engine
         self.compress_context = conversation_compression.compress_context
@@ -106,6 +133,7 @@ class AgentSessionReplay:
         self.provider_limit = model_metadata.get_context_length_from_provider_error
         self.preflight_gate = turn_context._should_run_preflight_estimate
         self.made_progress = turn_context._compression_made_progress
+        self.repair_arguments = conversation_loop._repair_tool_call_arguments
         self.session = session
         self.system_prompt = session.get("system_prompt") or ""
         self.tools = session.get("tools") or None
@@ -131,8 +159,9 @@ class AgentSessionReplay:
     # -- measuring
 
     def _api_messages(self) -> list[dict]:
+        """The request as Hermes's loop sends it (and measures its pressure on): normalised."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + self.messages
+        return _normalised(system + self.messages, self.repair_arguments)
 
     def _request_estimate(self) -> int:
         return self.rough_request(self.messages, system_prompt=self.system_prompt, tools=self.tools)
@@ -147,7 +176,7 @@ class AgentSessionReplay:
         changed = output is not before
         if self._compress_invocations > invoked:
             self.compressions.append({"call": len(self.calls), "trigger": trigger, "input_len": len(before),
-                                      "output_len": len(output), "changed": changed})
+                                      "output_len": len(output), "changed": changed, **compared(output)})
         self.messages = output
         return changed
 
