@@ -45,7 +45,8 @@ from hermeslab.store import (
 from hermeslab.store.journal import pending_dir
 from hermeslab.store.rows import REDACTION_FAILED
 
-TABLES = {"sessions", "messages", "turns", "api_calls", "tool_calls", "compressions", "recoveries", "errors", "events"}
+TABLES = {"sessions", "messages", "turns", "api_calls", "tool_calls", "compressions", "recoveries", "errors", "events",
+          "exam_cache"}
 
 
 class Conversation:

@@ -275,6 +275,24 @@ _V4_ALL_CALLS_AND_SERVER_MODEL = (
     """,
 )
 
+# The probe exam's answers and judgements (and model-written question lists), each under the content hash of
+# what decided it, so a rerun or another config that leaves the same context asks nothing again.
+_V5_EXAM_CACHE = (
+    """
+    CREATE TABLE exam_cache (
+        key VARCHAR PRIMARY KEY,
+        kind VARCHAR NOT NULL,
+        identity VARCHAR NOT NULL,
+        question VARCHAR,
+        value VARCHAR NOT NULL,
+        prompt_tokens DOUBLE,
+        server_cached_tokens DOUBLE,
+        created_at TIMESTAMP
+    )
+    """,
+    "CREATE INDEX exam_cache_identity ON exam_cache (kind, identity)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, messages, turns, api and tool calls, compressions, recoveries, errors, events", _V1_TABLES),
     Migration(2, "how a compression was applied: rotation to a child session or in-place archiving",
@@ -286,6 +304,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "session totals over calls of every purpose; the server's model name beside the configured one; "
               "answers cut off before they finished",
               _V4_ALL_CALLS_AND_SERVER_MODEL),
+    Migration(5, "the probe exam's cached answers, judgements and question lists", _V5_EXAM_CACHE),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -60,9 +60,10 @@ def match_points(probe_type: str, gold: str | tuple[str, ...], answer: str) -> i
 
 
 class MatchJudge:
-    """The deterministic matcher as a judge."""
+    """The deterministic matcher as a judge (its judgements cost nothing to redo)."""
 
     name = "match-1"
+    cheap = True
 
     def points(self, probe: Probe, answer: str) -> int:
         return match_points(probe.probe_type, probe.gold, answer)
