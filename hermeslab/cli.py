@@ -355,7 +355,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(f"warning: {row.session_id} under {row.config} kept, flagged: {row.note}", file=sys.stderr)
     print(f"{frame['session_id'].nunique()} sessions x {len(configs)} configs, {len(failed)} failed cell(s), "
           f"run {frame.attrs['run_id']}" + (f", results in {args.out}" if args.out else ""))
-    for line in frame.attrs["nothing_compressed"]:
+    for line in frame.attrs["nothing_compressed"] + frame.attrs["compacting_every_call"]:
         print(f"note: {line}")
     if (price := default_price_note(frame)) is not None:
         print(f"note: {price}")

@@ -39,6 +39,7 @@ from hermeslab.core.config import ConfigError, load_config
 from hermeslab.core.messages import validate_messages
 from hermeslab.core.presets import PRESETS
 from hermeslab.core.zoo_presets import CLAUDE_CODE, CLEAR_TOOL_USES, CODEX, GEMINI, OPENCODE, ROO, STRATEGIES
+from hermeslab.eval.metrics import role_order_problems
 from hermeslab.eval.replay_compression import FixedSummariser
 
 from test_context_conversations import conversations
@@ -316,13 +317,24 @@ def test_roo_falls_back_to_hiding_the_older_half_when_condensing_fails():
     history.append({"role": "assistant", "content": "done"})
     kept, hidden = hide_older_half(history)
     assert hidden == 4  # 11 of Roo's messages after the first: floor(11 * 0.5) = 5, made even
-    assert kept[0] == history[0] and "4 earlier messages hidden" in kept[1]["content"]
-    assert kept[2:] == history[5:]
+    # The marker is a user turn right behind the first message, which the API joins to it.
+    assert kept[0] == {"role": "user", "content": "task\n\n[4 earlier messages hidden to fit the context window]"}
+    assert kept[1:] == history[5:]
     messages = [{"role": "system", "content": "s"}] + history
     result = ZOO_STRATEGIES["roo_condense"](messages, _zoo(ROO, window=8_000, summariser=Failing()), {})
     assert result.record["outcome"] == "truncated" and result.messages[1:] == kept
     wide = ZOO_STRATEGIES["roo_condense"](messages, _zoo(ROO, summariser=Failing()), {})
     assert wide.messages == messages and wide.aborted  # under the room: nothing is hidden
+
+
+def test_roo_s_sliding_window_ends_its_gap_before_an_assistant_message_in_any_history():
+    """Roo's even count assumes strict alternation; with two user messages in a row the gap steps back."""
+    history = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "a1"},
+               {"role": "user", "content": "q2"}, {"role": "user", "content": "q3 (queued)"},
+               {"role": "assistant", "content": "a3"}, {"role": "user", "content": "q4"},
+               {"role": "assistant", "content": "a4"}]
+    kept, hidden = hide_older_half(history)  # floor(6 * 0.5) = 3; Roo's even 2 would put "q3" behind the marker
+    assert hidden == 3 and kept[1:] == history[4:] and role_order_problems(kept) == 0
 
 
 # ---------------------------------------------------------------- Claude Code (documentation, not source)
@@ -444,6 +456,27 @@ def test_a_zoo_compaction_leaves_a_valid_conversation_and_its_input_alone(preset
         assert result.messages == messages
 
 
+@pytest.mark.parametrize("preset", ZOO)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(messages=conversations(), window=st.sampled_from([1_000, 2_000, 4_000, 8_000, 16_000]),
+       max_tokens=st.sampled_from([None, 256, 1_024, 4_096]), fails=st.booleans())
+def test_a_zoo_compaction_at_a_small_window_breaks_no_message_order(preset, messages, window, max_tokens, fails):
+    """Whatever the conversation, the window, the output reserve and the summariser's luck, a compaction adds no
+    role-order problem (a system message after the start, a result away from its call, two user or two
+    assistant messages in a row) that its input did not have."""
+    zoo = _zoo(preset, window=window, summariser=Failing() if fails else None, max_tokens=max_tokens)
+    result = ZOO_STRATEGIES[PRESETS[preset]["compression.strategy"]](messages, zoo, {})
+    if preset == CODEX:  # its compacted history is the user's own messages then the summary, one user item each
+        assert role_order_problems(_users_joined(result.messages)) <= role_order_problems(_users_joined(messages))
+    else:
+        assert role_order_problems(result.messages) <= role_order_problems(messages)
+
+
+def _users_joined(messages: list[dict]) -> list[dict]:
+    """``messages`` with each run of user messages counted once (as Anthropic's API joins such turns)."""
+    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
+
+
 # ---------------------------------------------------------------- through the engine and the command line
 
 
@@ -468,3 +501,21 @@ def test_presets_lists_every_preset_with_its_source(capsys):
     for name in PRESETS:
         assert f"\n{name}\n" in f"\n{out}"
     assert "RooCodeInc/Roo-Code @ cb836567" in out and "google-gemini/gemini-cli @ 5411f113" in out
+
+
+def test_a_preset_whose_reserve_leaves_no_room_is_named_and_roo_keeps_a_valid_order_there():
+    """Roo Code at 8,000 tokens without model.max_tokens keeps its 8,192-token default reserve and compacts before
+    every call; the run says so, and its sliding window breaks no message order while doing it."""
+    from hermeslab.eval.ab import CompactingEveryCallWarning, run_ab
+
+    with pytest.warns(CompactingEveryCallWarning):
+        frame = run_ab([PROJECT_RECORDINGS], {"roo": f"{ROO},model.context_length=8000"}, executor="serial",
+                       progress=False, limit=6)
+    [line] = frame.attrs["compacting_every_call"]
+    assert line.startswith("roo compressed ") and ("keeping 8,192 tokens for the reply (the agent's default, "
+                                                   "model.max_tokens being unset); at this window that leaves no "
+                                                   "room for a prompt") in line
+    assert frame["compressions"].sum() >= frame["api_calls"].sum() and frame["role_order_violations"].sum() == 0
+    capped = run_ab([PROJECT_RECORDINGS], {"roo": f"{ROO},model.context_length=8000,model.max_tokens=1024"},
+                    executor="serial", progress=False, limit=6)
+    assert capped.attrs["compacting_every_call"] == []

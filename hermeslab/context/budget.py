@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from hermeslab.core.config import CompressionConfig, Config
 
 from ..core.presets import validate_compression_config
-from .zoo_triggers import TRIGGER_RULES as ZOO_TRIGGER_RULES, zoo_threshold_tokens
+from .zoo_triggers import OUTPUT_RESERVES as ZOO_OUTPUT_RESERVES, TRIGGER_RULES as ZOO_TRIGGER_RULES, zoo_threshold_tokens
 
 _TARGET_RATIO_RANGE = (0.10, 0.80)
 
@@ -109,8 +109,12 @@ def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int 
     fallback = f"so compression fires at min_trigger_ratio {cfg.min_trigger_ratio} of it"
     if cfg.strategy in ZOO_TRIGGER_RULES:
         rule = f"the trigger rule of the {cfg.preset} strategy ({cfg.strategy}) decides"
+        reserve_of = ZOO_OUTPUT_RESERVES.get(cfg.strategy)
+        if reserve_of is not None:
+            source = "model.max_tokens" if max_tokens else "the agent's default, model.max_tokens being unset"
+            rule += f", keeping {reserve_of(max_tokens):,} tokens for the reply ({source})"
         if budgets.threshold_tokens <= 1:
-            return f"{rule}, and at this window it leaves no room: it compacts before every request"
+            rule += "; at this window that leaves no room for a prompt, so it compacts before every request"
         return rule
     if floor >= window:
         return f"the min_threshold_tokens floor of {floor:,} reaches the window, {fallback}"

@@ -6,8 +6,8 @@ which the summary is a user message. Roo refuses when there is nothing new to
 condense (at most one message since the last summary, or the summary and one
 more). When condensing fails and the prompt is past the room the window
 leaves (90% of it minus the output reserve), the sliding window hides the
-older half of the messages after the first one, rounded down to an even
-count, and puts a marker where they were.
+older half of the messages after the first one (up to an assistant message)
+and notes how many after the first message.
 
 Roo's messages carry tool results inside user messages; here a run of tool
 messages is that one user message and every other message counts once, so
@@ -23,7 +23,7 @@ from .assemble import sanitize_tool_pairs
 from .baselines import BaselineResult
 from .types import is_summary_message
 from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
-from .zoo_triggers import ROO_BUFFER, ROO_DEFAULT_RESERVE
+from .zoo_triggers import ROO_BUFFER, roo_reserve
 
 #: Share of the messages after the first that the sliding window hides.
 TRUNCATE_FRACTION = 0.5
@@ -60,25 +60,47 @@ def roo_messages(history: list[Message]) -> list[list[int]]:
 
 
 def hide_older_half(history: list[Message], fraction: float = TRUNCATE_FRACTION) -> tuple[list[Message], int]:
-    """Roo's sliding window over ``history``: (the result, how many of Roo's messages it hid)."""
+    """Roo's sliding window over ``history``: (the result, how many of Roo's messages it hid).
+
+    Roo hides half of the messages after the first, rounded down to an even
+    count: in its strictly alternating history, the largest count after which
+    an assistant message comes. Here two user messages may follow each other
+    (input queued during a turn, a summary before the next request), so the
+    count is that: the largest up to half after which an assistant message
+    comes (Roo's own on an alternating history). Roo's marker is a user message
+    right behind the first one, which Anthropic's API joins into that turn;
+    here it is joined to the first message's text the same way, so the result
+    never holds two user messages in a row that the input did not.
+    """
     units = roo_messages(history)
     remove = math.floor((len(units) - 1) * fraction)
-    remove -= remove % 2
+    while remove > 0 and history[units[remove + 1][0]].get("role") != "assistant":
+        remove -= 1
     if remove <= 0:
         return list(history), 0
     hidden = {i for unit in units[1:remove + 1] for i in unit}
-    marker = {"role": "user", "content": f"[{remove} earlier messages hidden to fit the context window]",
-              "_synthetic": True}
-    boundary = units[remove + 1][0] if remove + 1 < len(units) else len(history)
-    kept = [m for i, m in enumerate(history[:boundary]) if i not in hidden] + [marker] + history[boundary:]
+    note = f"[{remove} earlier messages hidden to fit the context window]"
+    first = history[0]
+    if first.get("role") == "user":
+        kept = [_joined(first, note)]
+    else:
+        kept = [first, {"role": "user", "content": note, "_synthetic": True}]
+    kept += [m for i, m in enumerate(history) if i > 0 and i not in hidden]
     out, _ = sanitize_tool_pairs(kept, missing="drop")
     return out, remove
 
 
+def _joined(message: Message, note: str) -> Message:
+    """A copy of a user message with ``note`` after its own content, as the API joins two user turns."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": note}]}
+    return {**message, "content": f"{content}\n\n{note}" if content else note}
+
+
 def over_room(prompt_tokens: int, window: int, max_tokens: int | None) -> bool:
     """``prompt > window * 0.9 - reserve``: the condition for Roo's sliding-window fallback."""
-    reserve = max_tokens if max_tokens else ROO_DEFAULT_RESERVE
-    return prompt_tokens > window * (1 - ROO_BUFFER) - reserve
+    return prompt_tokens > window * (1 - ROO_BUFFER) - roo_reserve(max_tokens)
 
 
 def roo_condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:

@@ -34,6 +34,16 @@ OPENCODE_OUTPUT_MAX = 32_000
 TriggerRule = Callable[[CompressionConfig, int, "int | None"], int]
 
 
+def roo_reserve(max_tokens: int | None) -> int:
+    """The output reserve Roo Code keeps: the model's cap, else its default."""
+    return max_tokens if max_tokens else ROO_DEFAULT_RESERVE
+
+
+def opencode_reserve(max_tokens: int | None) -> int:
+    """The output reserve opencode keeps: the model's cap up to 32,000, else 32,000."""
+    return min(max_tokens, OPENCODE_OUTPUT_MAX) if max_tokens else OPENCODE_OUTPUT_MAX
+
+
 def _fraction(value: float) -> Fraction:
     return Fraction(str(value))
 
@@ -50,7 +60,7 @@ def _gemini(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
 
 def _roo(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
     """Roo Code: ``100 * tokens / window >= percent`` or ``tokens > window * 0.9 - reserve``."""
-    reserve = max_tokens if max_tokens else ROO_DEFAULT_RESERVE
+    reserve = roo_reserve(max_tokens)
     by_percent = math.ceil(window * _fraction(cfg.threshold))
     allowed = window * (1 - ROO_BUFFER) - reserve
     by_room = math.floor(allowed) + 1
@@ -59,7 +69,7 @@ def _roo(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
 
 def _opencode(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
     """opencode: ``tokens >= window - min(output cap, 32,000)`` (no separate input limit known)."""
-    reserve = min(max_tokens, OPENCODE_OUTPUT_MAX) if max_tokens else OPENCODE_OUTPUT_MAX
+    reserve = opencode_reserve(max_tokens)
     usable = math.floor(window * _fraction(cfg.threshold)) - reserve
     return max(1, usable)
 
@@ -81,6 +91,13 @@ TRIGGER_RULES: dict[str, TriggerRule] = {
     "opencode_prune_summary": _opencode,
     "claude_code_summary": _claude_code,
     "anthropic_clear_tool_uses": _clear_tool_uses,
+}
+
+
+#: Strategies whose trigger keeps room for the reply, and the reserve each keeps for a given output cap.
+OUTPUT_RESERVES: dict[str, Callable[["int | None"], int]] = {
+    "roo_condense": roo_reserve,
+    "opencode_prune_summary": opencode_reserve,
 }
 
 

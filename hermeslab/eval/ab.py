@@ -46,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from hermeslab import __version__
-from hermeslab.context.budget import derive_budgets, threshold_rule
+from hermeslab.context.budget import derive_budgets, explain_threshold, threshold_rule
 from hermeslab.context.hermes_texts import texts_in_use
 from hermeslab.core.config import CompressionConfig, Config, load_config
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
@@ -380,6 +380,10 @@ class NothingCompressedWarning(UserWarning):
     """A config that compressed no session of a run: its rows say nothing about its compression."""
 
 
+class CompactingEveryCallWarning(UserWarning):
+    """A config that compacted before nearly every model call: its window leaves a turn too little room."""
+
+
 def nothing_compressed(frame: pd.DataFrame, configs: Mapping[str, Config]) -> list[str]:
     """One line per config that compressed no session it finished: the peak prompt, the threshold, a window.
 
@@ -417,6 +421,30 @@ def nothing_compressed(frame: pd.DataFrame, configs: Mapping[str, Config]) -> li
             line += (f"; try model.context_length={suggested} (threshold {below:,}, below the median session's peak "
                      f"of {median:,})")
         lines.append(line)
+    return lines
+
+
+#: Compressions per model call from which a config is said to compact before nearly every call.
+THRASH_PER_CALL = 0.5
+
+
+def compacting_every_call(frame: pd.DataFrame, configs: Mapping[str, Config]) -> list[str]:
+    """One line per config that compressed at least ``THRASH_PER_CALL`` times per model call over the run.
+
+    Such a config has less room than a turn needs at its window (an output
+    reserve or a trigger that leaves the prompt almost nothing), so its rows
+    measure compaction on every call, not its policy: the line says where it
+    fires and why (``explain_threshold``).
+    """
+    if not {"compressions", "api_calls"} <= set(frame.columns):
+        return []
+    lines = []
+    for name, config in configs.items():
+        rows = frame[(frame["config"] == name) & (frame["status"] == "ok")]
+        compressions, calls = int(rows["compressions"].fillna(0).sum()), int(rows["api_calls"].fillna(0).sum())
+        if calls and compressions >= THRASH_PER_CALL * calls:
+            lines.append(f"{name} compressed {compressions:,} times in {calls:,} model calls, so its rows measure "
+                         f"compaction on nearly every call: {explain_threshold(config)}")
     return lines
 
 
@@ -533,6 +561,9 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     Configs that differ only in ``BUDGET_SETTINGS`` and come to the same
     ``budget_effect`` at their window get one ``FlatSweepWarning`` (a
     ``UserWarning``) per run, naming the settings and the effective values.
+    A config that compressed at least every other model call gets a line in
+    ``frame.attrs["compacting_every_call"]`` with where it fires and why
+    (``compacting_every_call``), each also a ``CompactingEveryCallWarning``.
     """
     cell = cell if cell is not None else ReplayCell()
     identity = cell_identity(cell)
@@ -593,6 +624,10 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
                        hermes_texts={name: texts_in_use(config.compression) for name, config in named.items()})
     for line in quiet:
         warnings.warn(line, NothingCompressedWarning, stacklevel=2)
+    busy = compacting_every_call(frame, named)
+    frame.attrs["compacting_every_call"] = busy
+    for line in busy:
+        warnings.warn(line, CompactingEveryCallWarning, stacklevel=2)
     return frame
 
 
