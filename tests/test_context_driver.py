@@ -91,3 +91,26 @@ def test_the_overflow_allowance_is_per_call_under_seed_and_per_turn_under_hermes
                          images_stripped=False)
         context.observe(100, 1_000)  # the retried call was answered
         assert context.compactor.policy.overflow_attempts == expected, preset
+
+
+def test_an_overflow_compression_that_changed_nothing_is_not_run_again_on_the_same_history_under_hermes():
+    # Too few messages to summarise, and by our count the prompt fits: the refusal was about something else.
+    messages = history(1, words=600)
+    for preset, action in (("seed", "retry"), ("hermes-0.19", "give_up")):
+        context = driver(preset, window=16_000, **{"compression.fit_on_overflow": False})
+        context.begin_turn("Audit the code.")
+        assert context.measure(messages, None) < context.window
+        step = context.overflow(messages, None, "the input is too long for this model", payload_too_large=False,
+                                images_stripped=False)
+        assert step.action == action, preset
+        assert not any(compaction.changed for compaction in step.compactions)
+        if action == "give_up":
+            assert step.reason == "the conversation cannot be compressed further"
+
+
+def test_a_stated_smaller_window_is_still_retried_under_hermes():
+    context = driver("hermes-0.19", window=32_000)
+    context.begin_turn("Audit the code.")
+    step = context.overflow(history(1, words=600), None, context_overflow(16_000, 20_000).message,
+                            payload_too_large=False, images_stripped=False)
+    assert step.lowered_window == 16_000 and step.action == "retry"

@@ -296,7 +296,8 @@ class ContextDriver:
         Gives up when the turn's overflow compressions are spent, or when
         nothing changed and the count agrees that the prompt does not fit.
         When the count says it fits, the refusal was not about this prompt's
-        size and one more try is worth it — unless the refusal states the
+        size and one more try is worth it (``retry_overflow_that_fits``; Hermes
+        ends the turn instead of compressing the same history again) — unless the refusal states the
         prompt's size (``fit_on_overflow``): that is a reading, and a count
         below it is the tokenizers' difference, so the fit goes by the reading.
         """
@@ -328,7 +329,7 @@ class ContextDriver:
             return OverflowStep("compress", attempt, ran, limit)
         if payload_too_large and not images_stripped:
             return OverflowStep("strip_images", attempt, ran, limit)
-        if limit is None and after > self.compactor.window:
+        if limit is None and (after > self.compactor.window or not self.compactor.cfg.retry_overflow_that_fits):
             return OverflowStep("give_up", attempt, ran, limit, reason="the conversation cannot be compressed further")
         return OverflowStep("retry", attempt, ran, limit)
 

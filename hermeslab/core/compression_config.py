@@ -135,6 +135,11 @@ class CompressionConfig:
     #: drop the oldest turns, then cut the longest texts with a marker, so the turn goes on
     #: (Hermes ends the turn: "cannot compress further").
     fit_on_overflow: bool = True
+    #: After a refusal as too large that compressing did not change, ask once more when the count
+    #: says the prompt fits (the refusal may not have been about this prompt's size); off, the turn
+    #: ends there, as Hermes ends it ("cannot compress further") without compressing the same
+    #: history again.
+    retry_overflow_that_fits: bool = True
     #: ``max_overflow_attempts`` counts refusals since the last answered call, so a long turn
     #: that outgrows the window again later gets its allowance back (Hermes: per user turn).
     overflow_allowance_per_call: bool = True
