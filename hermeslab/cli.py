@@ -446,7 +446,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         noted = {} if row.note is None else {"note": row.note}
         if row.note is not None:
             print(f"hermeslab replay: warning: session {recording.id!r} kept, flagged: {row.note}", file=sys.stderr)
-        print(json.dumps({"session": recording.id, "run_id": run_id, **values, **noted}), flush=True)
+        print(json.dumps({"session": recording.id, "run_id": run_id, "hermes_texts": run.hermes_texts, **values,
+                          **noted}), flush=True)
     _report(recordings.problems[reported:], said)
     _report([f"no session {session!r} in {args.file}" for session in sorted(wanted)], said)
     if said:

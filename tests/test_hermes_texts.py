@@ -183,3 +183,11 @@ def test_one_liners_are_hermess_own_on_random_calls(real_texts, tmp_path):
                           env={"HERMES_HOME": str(tmp_path)}, cwd=tmp_path, timeout=120, check=True)
     theirs = json.loads(done.stdout)
     assert [one_liner(real_texts, *case) for case in cases] == theirs
+
+
+def test_the_replay_command_says_whose_wording_each_run_wrote(capsys):
+    from hermeslab.cli import main
+
+    assert main(["replay", str(OFFLINE), "--config", "hermes-0.19,model.context_length=4000", "--limit", "1"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert rows and all(row["hermes_texts"] == HERMESLAB_WORDING for row in rows)
