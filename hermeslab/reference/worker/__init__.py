@@ -12,6 +12,9 @@ top-level module of hermes-agent or its dependencies.
 - ``request_protocol``: the JSON-line requests and replies.
 - ``reference_engine``: Hermes's compressor, instrumented, and the operations on it.
 - ``compress_probe``: what one ``compress()`` call decided, read from the instrumentation.
-- ``stub_summary``: the stand-in summary text, which hermeslab's own replays share
-  (the one module hermeslab imports from here).
+- ``stub_summary``: the stand-in summary text, which hermeslab's own replays share,
+  and ``message_digest``: what session parity compares message by message (the two
+  modules hermeslab imports from here).
+- ``texts_dump``: run on its own, prints the texts Hermes writes into a conversation
+  (``hermeslab.context.hermes_texts`` reads them once per install).
 """
