@@ -179,3 +179,94 @@ def test_a_killed_exam_resumes_making_only_the_missing_calls(tmp_path):
     assert frame["cached"].sum() >= stored and frame["points"].notna().all()
     again = killed.exam(str(log), str(lab), 0.0, source)
     assert again.attrs["calls_made"] == 0 and again["cached"].all()
+
+
+# ---------------------------------------------------------------- model-written questions
+
+
+class Writer:
+    """Writes one question about the region; with ``refuse`` it turns structured output away as some servers do."""
+
+    name = "writer"
+
+    def __init__(self, reply: str, refuse: bool = False):
+        self.reply, self.refuse, self.requests = reply, refuse, []
+
+    def complete(self, request):
+        from hermeslab.core.provider import ChatResponse
+
+        self.requests.append(request)
+        if self.refuse and "response_format" in request.extra:
+            raise ProviderError("'response_format' is not supported by this server", status=400)
+        return ChatResponse(message={"role": "assistant", "content": self.reply})
+
+    def stream(self, request):
+        yield self.complete(request)
+
+
+def written_compaction():
+    from hermeslab.eval.probes.context import EffectiveCompaction
+
+    before = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ship order_4711 today."},
+              {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks."}]
+    return EffectiveCompaction(index=0, call=0, records=(0,), before=before, compacted=[before[0], before[3]],
+                               uncompacted=before, removed=(1, 2), retained_tokens=1, removed_tokens=1,
+                               ceiling_tokens=1)
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_written_questions_ask_for_structured_output_and_fall_back_once(tmp_path, refuse):
+    from hermeslab.eval.probes.cache import ExamStore
+    from hermeslab.eval.probes.written import QuestionWriter, written_probes
+    from hermeslab.providers.server import LocalServer
+
+    reply = '{"questions": [{"question": "Which order ships today?", "answer": "Order_4711"}]}'
+    provider = Writer(reply, refuse)
+    store = ExamStore(tmp_path / "lab.duckdb")
+    with LocalServer(provider) as server:
+        writer = QuestionWriter(server.base_url, "tiny", per_compaction=2)
+        try:
+            first = written_probes("rec", written_compaction(), writer, store)
+            again = written_probes("rec", written_compaction(), writer, store)
+        finally:
+            writer.close()
+    assert [p.gold for p in first.probes] == ["Order_4711"] and first.called and not again.called
+    probe = first.probes[0]
+    assert probe.probe_type == "model_written" and probe.source_message == 1 and probe.source_span == (5, 15)
+    structured = [r for r in provider.requests if "response_format" in r.extra]
+    assert len(structured) == 1 and writer.structured is not refuse
+    assert len(provider.requests) == 1 + refuse
+
+
+def test_a_prose_reply_gives_no_probes_and_says_why(tmp_path):
+    from hermeslab.eval.probes.cache import ExamStore
+    from hermeslab.eval.probes.written import QuestionWriter, written_probes
+    from hermeslab.providers.server import LocalServer
+
+    with LocalServer(Writer("Here are some questions you could ask about the order...")) as server:
+        writer = QuestionWriter(server.base_url, "tiny")
+        try:
+            written = written_probes("rec", written_compaction(), writer, ExamStore(None))
+        finally:
+            writer.close()
+    assert written.probes == [] and "not JSON" in written.problem
+
+
+def test_the_exam_asks_model_written_probes_beside_the_bank(tmp_path):
+    from hermeslab.eval.probes.written import QuestionWriter
+    from hermeslab.providers.server import LocalServer
+
+    reply = '{"questions": [{"question": "What did the user ask for first?", "answer": "unknowable detail"}]}'
+    recordings = list(sample()[-2:])
+    with LocalServer(Writer(reply)) as server:
+        writer = QuestionWriter(server.base_url, "tiny")
+        try:
+            frame = run_exam(recordings, ["seed"], windows=[8_000], answerer=PerfectReader(), progress=False,
+                             lab=tmp_path / "lab.duckdb", question_writer=writer,
+                             probe_types=["recall", "model_written"])
+        finally:
+            writer.close()
+    assert set(frame["probe_type"]) == {"recall", "model_written"}
+    written = frame[frame["probe_type"] == "model_written"]
+    assert (written["points"] == 0).all() and frame.attrs["questions_written"] > 0
+    assert frame.attrs["written_problems"] == []

@@ -35,11 +35,12 @@ from hermeslab.store import Lab
 
 from ..ab import config_label, gather_recordings
 from ..replay import ReplayRun, replay
-from .bank import BANK_TYPES, Probe, bank_hash, run_bank
+from .bank import BANK_TYPES, PROBE_TYPES, Probe, bank_hash, run_bank
 from .cache import Entry, ExamStore, answer_key, context_digest, message_digest
 from .context import ARMS, EffectiveCompaction, effective_compactions
 from .judge import Judge, MatchJudge, judgement_key
 from .readers import Answerer
+from .written import QuestionWriter, written_probes
 
 #: Every bank type: what an exam asks unless told otherwise.
 ALL = BANK_TYPES
@@ -55,7 +56,7 @@ FAILURES = (ProviderError, OSError, ValueError)
 def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, windows: Sequence[int],
              answerer: Answerer, lab: str | Path | Lab | None = None, judge: Judge | None = None,
              progress: bool = True, probe_types: Iterable[str] = ALL, arms: Sequence[str] = ARMS,
-             counter: str | None = None) -> pd.DataFrame:
+             counter: str | None = None, question_writer: QuestionWriter | None = None) -> pd.DataFrame:
     """The exam's rows (``COLUMNS``); see the module docstring.
 
     ``recordings`` as ``eval.ab.run_ab`` takes them (objects, dicts, JSONL
@@ -64,11 +65,15 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
     ``eval.ab.config_label``; each runs at every window of ``windows`` (its
     ``model.context_length``). ``judge`` defaults to the deterministic
     matcher. ``counter`` is the replay's token unit (``replay(counter=...)``).
+    ``model_written`` among ``probe_types`` needs ``question_writer``
+    (``written.QuestionWriter``), whose replies are cached in the lab too.
     ``frame.attrs`` holds ``bank_hash``, ``token_unit``, ``answerer``,
     ``judge``, ``calls_made``, ``cache_hits``, ``probes``, ``sessions``
-    (recordings with at least one probe) and ``problems`` (recordings skipped).
+    (recordings with at least one probe), ``problems`` (recordings skipped),
+    and with a writer ``questions_written`` (its calls) and
+    ``written_problems`` (why a reply gave no probes).
     """
-    types = _probe_types(probe_types)
+    types = _probe_types(probe_types, question_writer)
     arms = _arms(arms)
     named = _configs(configs)
     sizes = _windows(windows)
@@ -78,7 +83,7 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
     if problems:
         warnings.warn(f"skipped {len(problems)} recording(s); first: {problems[0]}", stacklevel=2)
     store = ExamStore(lab)
-    exam = _Exam(answerer, judge, store, arms, types)
+    exam = _Exam(answerer, judge, store, arms, types, question_writer)
     cells = [(window, name, config, recording) for window in sizes for name, config in named.items()
              for recording in found]
     bar = None
@@ -105,6 +110,8 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
     frame.attrs.update(bank_hash=bank_hash(exam.bank), token_unit=units[0] if len(units) == 1 else ", ".join(units),
                        answerer=answerer.name, judge=judge.name, calls_made=exam.calls, cache_hits=exam.hits,
                        probes=len(exam.bank), sessions=len(exam.sessions), problems=problems)
+    if question_writer is not None:
+        frame.attrs.update(questions_written=exam.written_calls, written_problems=exam.written_problems)
     return frame
 
 
@@ -112,8 +119,13 @@ class _Exam:
     """Asks and judges the probes of one replay after another, keeping the rows and counts."""
 
     def __init__(self, answerer: Answerer, judge: Judge, store: ExamStore, arms: Sequence[str],
-                 types: tuple[str, ...]):
+                 types: tuple[str, ...], writer: QuestionWriter | None):
         self.answerer, self.judge, self.store, self.arms, self.types = answerer, judge, store, arms, types
+        self.writer = writer if "model_written" in types else None
+        self.written_calls = 0
+        self.written_problems: list[str] = []
+        if self.writer is not None:
+            store.load("questions", self.writer.name)
         self.reads_gold = bool(getattr(answerer, "reads_gold", False))
         self.durable = not getattr(answerer, "cheap", False)
         store.load("answer", answerer.name)
@@ -126,6 +138,8 @@ class _Exam:
     def examine(self, run: ReplayRun, recording: Recording, config: str, window: int) -> None:
         compactions = effective_compactions(run)
         probes = [p for p in run_bank(run, compactions) if p.probe_type in self.types]
+        if self.writer is not None:
+            probes += self._written(run, compactions, {p.probe_id for p in probes})
         if not probes:
             return
         self.bank.extend(probes)
@@ -141,6 +155,26 @@ class _Exam:
             if asked:
                 for arm in self.arms:
                     self._ask(run, compaction, arm, asked, tools, digests, config, window)
+
+    def _written(self, run: ReplayRun, compactions: list[EffectiveCompaction], seen: set[str]) -> list[Probe]:
+        """The writer's probes of every compaction (a reply that failed or could not be read is noted)."""
+        probes = []
+        for compaction in compactions:
+            try:
+                written = written_probes(run.recording_id, compaction, self.writer, self.store)
+            except FAILURES as exc:
+                self.written_calls += 1
+                self.written_problems.append(f"{run.recording_id}, compaction {compaction.index}: "
+                                             f"{type(exc).__name__}: {exc}")
+                continue
+            self.written_calls += written.called
+            if written.problem is not None:
+                self.written_problems.append(written.problem)
+            for probe in written.probes:
+                if probe.probe_id not in seen:
+                    seen.add(probe.probe_id)
+                    probes.append(probe)
+        return probes
 
     def _ask(self, run: ReplayRun, compaction: EffectiveCompaction, arm: str, probes: list[Probe],
              tools: list[dict[str, Any]] | None, digests: dict[int, tuple[dict[str, Any], str]],
@@ -209,12 +243,13 @@ def _digest(message: dict[str, Any], digests: dict[int, tuple[dict[str, Any], st
     return entry[1]
 
 
-def _probe_types(probe_types: Iterable[str]) -> tuple[str, ...]:
+def _probe_types(probe_types: Iterable[str], writer: QuestionWriter | None) -> tuple[str, ...]:
     types = tuple(probe_types)
-    unknown = [t for t in types if t not in BANK_TYPES]
+    known = PROBE_TYPES if writer is not None else BANK_TYPES
+    unknown = [t for t in types if t not in known]
     if unknown or not types:
         extra = " (model-written probes need a question writer)" if "model_written" in unknown else ""
-        raise ValueError(f"probe_types must be some of {', '.join(BANK_TYPES)}, got {list(types)!r}{extra}")
+        raise ValueError(f"probe_types must be some of {', '.join(known)}, got {list(types)!r}{extra}")
     return types
 
 
