@@ -649,7 +649,7 @@ def test_the_ab_command_says_nothing_was_compressed_and_hides_what_no_config_cha
     out = capsys.readouterr().out
     assert out.count("compressed none of 4 session(s)") == 2
     assert "metric(s) hidden: no config changed them in any session (--all-metrics shows them)" in out
-    assert "nothing to compare" in out and "\ncompressions " not in out
+    assert "\ncompressions " not in out and "\nsummary_calls " not in out
     assert main([*argv, "--all-metrics"]) == 0
     shown = capsys.readouterr().out
     assert "\ncompressions " in shown and "\ntask_kept " in shown and "hidden" not in shown
@@ -671,3 +671,12 @@ def test_a_file_with_no_usable_recording_says_so_and_why(tmp_path, text, reason)
     path.write_text(text)
     with pytest.raises(ValueError, match=reason):
         run([path], {"a": "seed", "b": "hermes-0.19"})
+
+
+def test_the_ab_command_says_when_no_metric_is_left_to_compare(capsys):
+    from hermeslab.cli import main
+
+    assert main(["ab", str(OFFLINE), "--config", "seed", "--config", "seed,compression.threshold=0.6",
+                 "--executor", "serial", "--limit", "2", "--resamples", "99"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to compare: no config changed any other metric in any session" in out and " vs seed" not in out
