@@ -1,4 +1,4 @@
-"""The ``hermeslab`` command: demo, chat, serve, sessions, mcp-server, import, export, ab, replay.
+"""The ``hermeslab`` command: demo, chat, serve, sessions, mcp-server, import, export, ab, replay, exam.
 
 Each subcommand imports what it needs when it runs: the agent stack (DuckDB,
 pandas, the openai SDK) takes about a second to import, which ``--help`` and a
@@ -455,6 +455,46 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if said else 0
 
 
+def cmd_exam(args: argparse.Namespace) -> int:
+    """The probe exam of recordings under configs and windows, printed as one scorecard with intervals."""
+    import pandas as pd
+
+    from .eval.ab import config_label
+    from .eval.probes.choose import answerer_from, judge_from, writer_from
+    from .eval.probes.run import ALL, run_exam
+    from .eval.probes.scorecard import caption, readable, scorecard
+
+    configs = {config_label(spec): spec for spec in args.config}
+    if len(configs) < len(args.config):
+        raise SystemExit("hermeslab: two --config options have the same name (a file's stem, else the text)")
+    try:
+        answerer = answerer_from(args.answerer, model=args.model, window=args.answerer_window, api_key=args.api_key)
+        judge = judge_from(args.judge, model=args.model, api_key=args.api_key)
+        writer = writer_from(args.writer, model=args.model, api_key=args.api_key) if args.writer else None
+        types = args.type or (*ALL, *(["model_written"] if writer is not None else []))
+        frame = run_exam(args.files, configs, windows=args.window or [8_000], answerer=answerer, lab=args.lab,
+                         judge=judge, progress=not args.quiet, probe_types=types, counter=args.counter,
+                         question_writer=writer)
+        table = scorecard(frame, next(iter(configs)), n_resamples=args.resamples, seed=args.seed)
+    except (OSError, ValueError, TypeError) as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
+    for problem in frame.attrs.get("problems", []):
+        print(f"skipped {problem}", file=sys.stderr)
+    attrs = frame.attrs
+    print(f"{attrs.get('sessions', frame['recording_id'].nunique())} sessions, {attrs.get('probes', 0):,} probes, "
+          f"{len(frame):,} questions; {attrs.get('calls_made', 0):,} answerer calls, {attrs.get('cache_hits', 0):,} "
+          f"from the lab's cache; bank {attrs.get('bank_hash')}")
+    print(caption(frame))
+    print(f"normalised = (compacted - floor) / ({table.attrs['denominator']}); intervals: {table.attrs['confidence']:.0%} "
+          f"paired session bootstrap, {args.resamples} resamples, seed {args.seed}")
+    with pd.option_context("display.width", 220, "display.max_columns", 20, "display.max_colwidth", 60):
+        print(readable(table).to_string())
+    why = table.attrs["problem"]
+    if why is not None:
+        print(f"hermeslab exam: exit 1: {why}", file=sys.stderr)
+    return 1 if why is not None else 0
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
     """Every compression preset, where its policy comes from, and one line on what it does."""
     from .core.presets import PRESETS
@@ -625,6 +665,38 @@ def build_parser() -> argparse.ArgumentParser:
     _add_exam_option(replayer)
     _add_fallback_option(replayer)
     replayer.set_defaults(func=cmd_replay)
+
+    exam = sub.add_parser("exam", help="the probe exam: what an answerer can still answer after each compaction",
+                          description="Replay every recording under every config and window, ask the probes "
+                                      "of each compaction (compacted context, uncompacted ceiling, question-only "
+                                      "floor) and print the scorecard: raw and normalised scores per probe type, "
+                                      "retained tokens, and each config's paired difference to the first with "
+                                      "session-bootstrap intervals. Exit 1 when nothing was scored.")
+    exam.add_argument("files", nargs="+", metavar="RECORDINGS", help="recorded sessions (JSONL)")
+    exam.add_argument("--config", action="append", required=True, metavar="SPEC",
+                      help="repeat for each config (the first is the baseline); as for 'hermeslab ab'")
+    exam.add_argument("--window", action="append", type=int, metavar="TOKENS",
+                      help="context window to replay at (repeatable; default 8000)")
+    exam.add_argument("--answerer", default="perfect", metavar="perfect|URL",
+                      help="who answers: the perfect reader (default) or an OpenAI-compatible endpoint's URL")
+    exam.add_argument("--judge", default="match", metavar="match|URL",
+                      help="who judges: the deterministic matcher (default) or an endpoint's URL")
+    exam.add_argument("--writer", metavar="URL",
+                      help="also ask model-written probes, their questions written by this endpoint's model")
+    exam.add_argument("--model", help="the endpoint's model (default: the first one it lists)")
+    exam.add_argument("--api-key", help="the endpoint's API key, if it wants one")
+    exam.add_argument("--answerer-window", type=int, metavar="TOKENS",
+                      help="the answerer's own window: longer contexts are marked unfittable (default: no limit)")
+    exam.add_argument("--type", action="append", metavar="TYPE",
+                      help="ask only this probe type (repeatable; default: all)")
+    exam.add_argument("--counter", default="tiktoken",
+                      help="the token unit of every figure, one for all recordings: tiktoken (cl100k_base, the "
+                           "default), tiktoken:<encoding> or rough (chars/4)")
+    exam.add_argument("--lab", help="lab file that caches every answer and judgement (default: none, in memory)")
+    exam.add_argument("--resamples", type=int, default=2_000, help="bootstrap resamples (default 2000)")
+    exam.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    exam.add_argument("--quiet", action="store_true", help="no progress bar")
+    exam.set_defaults(func=cmd_exam)
 
     presets = sub.add_parser("presets", help="list the compression presets, each with its source and policy")
     presets.set_defaults(func=cmd_presets)

@@ -1,4 +1,5 @@
-"""The answerer and judge a command line names: ``perfect`` / ``match``, or the URL of an OpenAI-compatible endpoint.
+"""The answerer, judge and question writer a command line names: ``perfect`` / ``match``, or the URL of an
+OpenAI-compatible endpoint.
 
 A URL is taken as the endpoint's ``/v1`` base (``http://127.0.0.1:8080`` and
 ``http://127.0.0.1:8080/v1`` both work). Without a model name the endpoint is
@@ -16,6 +17,7 @@ from hermeslab.providers.openai_compat import OpenAICompatProvider
 
 from .judge import EndpointJudge, MatchJudge
 from .readers import EndpointAnswerer, PerfectReader
+from .written import QuestionWriter
 
 PERFECT, MATCH = "perfect", "match"
 
@@ -57,3 +59,9 @@ def judge_from(spec: str, *, model: str | None = None, api_key: str | None = Non
     base = endpoint_base(spec)
     name = model or served_model(base, api_key)
     return EndpointJudge(OpenAICompatProvider(base, api_key, name), name)
+
+
+def writer_from(spec: str, *, model: str | None = None, api_key: str | None = None) -> QuestionWriter:
+    """A URL → a model at that endpoint writes the model-written probes."""
+    base = endpoint_base(spec)
+    return QuestionWriter(base, model or served_model(base, api_key), api_key)
