@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ["02_token_usage.ipynb", "03_compression_thresholds.ipynb", "04_summary_budgets.ipynb",
-             "06_ab_recorded_sessions.ipynb", "07_compaction_zoo.ipynb"]
+             "06_ab_recorded_sessions.ipynb", "07_compaction_zoo.ipynb",
+             "08_what_compaction_forgets.ipynb"]
 
 
 def code_cells(path: Path) -> int:
