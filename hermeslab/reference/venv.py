@@ -130,6 +130,7 @@ def _build_venv(target: Path, echo: Callable[[str], None]) -> None:
             raise HermesReferenceError(f"{target} exists and is not a virtualenv; refusing to replace it")
         shutil.rmtree(target)
     started = time.perf_counter()
+    echo(f"  creating a virtualenv with {sys.executable} (a minute or two)")
     try:
         venv.EnvBuilder(with_pip=True, clear=True).create(target)
     except (OSError, subprocess.CalledProcessError) as exc:

@@ -137,7 +137,9 @@ def _install(target: Path, release: Release, echo: Callable[[str], None]) -> Non
     if target.exists() and not (target / "pyvenv.cfg").exists():
         raise OpenHandsReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
     if not venv_python(target).exists():
-        made = subprocess.run([find_python(), "-m", "venv", str(target)], capture_output=True, text=True,
+        base = find_python()
+        echo(f"  creating a virtualenv with {base} (a minute or two)")
+        made = subprocess.run([base, "-m", "venv", str(target)], capture_output=True, text=True,
                               check=False)
         if made.returncode != 0:
             raise OpenHandsReferenceError(f"could not create a virtualenv at {target}:\n{_tail(made.stderr)}")
