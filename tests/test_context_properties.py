@@ -11,13 +11,15 @@ from hypothesis import strategies as st
 
 from hermeslab.core.config import Config
 from hermeslab.core.messages import MessageValidationError, repair_messages, text_of, validate_messages
-from hermeslab.core.tokens import list_estimator
-from hermeslab.context.assemble import sanitize_tool_pairs, split_summary
+from hermeslab.core.tokens import default_counter, list_estimator
+from hermeslab.context.assemble import merge_summary, sanitize_tool_pairs, split_summary, summary_text
 from hermeslab.context.budget import derive_budgets
+from hermeslab.context.fit import fit_to_budget
 from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS, CompressionState, compress, plan_compression
 from hermeslab.core.presets import apply_preset
 from hermeslab.context.turns import first_real_user_index, last_real_user_index
 from hermeslab.context.types import is_summary_message
+from hermeslab.eval.metrics import role_order_problems
 
 from test_context_conversations import FixedSummariser, conversations, conversations_with_orphans, user
 
@@ -199,3 +201,34 @@ def test_thorough_hermes_preset_invariants(messages, window):
     result = compress(messages, cfg=cfg, budgets=derive_budgets(cfg, window), state=CompressionState(),
                       summariser=FixedSummariser())
     check_result("hermes-0.19", messages, snapshot, result, cfg, opening_task(messages))
+
+
+@SETTINGS
+@given(messages=conversations(), share=st.floats(0.2, 0.9), carries_request=st.booleans(), data=st.data())
+def test_fitting_after_an_overflow_breaks_no_role_order_and_keeps_the_request(messages, share, carries_request,
+                                                                              data):
+    """The last resort (drop the oldest units, then cut) leaves no two user or assistant messages side by side
+    that were not already, and the request being worked on stays verbatim.
+
+    The shape of a recorded seed run at 8K (``trace-context-types``): the opening request, its tool exchange,
+    then a handoff summary carrying the latest request; dropping the exchange put two user messages in a row.
+    """
+    spots = [i for i in range(1, len(messages) + 1)
+             if messages[i - 1]["role"] in ("assistant", "tool") and not messages[i - 1].get("tool_calls")
+             and (i == len(messages) or messages[i]["role"] != "tool")]
+    if not spots:
+        return
+    at = data.draw(st.sampled_from(spots))
+    summary = {"role": "user", "content": summary_text("Earlier work: searched the repository and read files."),
+               "_compressed_summary": True}
+    if carries_request:
+        summary = merge_summary({"role": "user", "content": "now list the summary helpers"}, summary["content"])
+    messages = messages[:at] + [summary] + messages[at:]
+    count = default_counter.count_message
+    result = fit_to_budget(messages, budget_tokens=int(sum(map(count, messages)) * share), estimate=count)
+    assert role_order_problems(result.messages) <= role_order_problems(messages)
+    assert_pairs_complete([m for m in result.messages if m["role"] != "system"])
+    requests = [m for m in messages if m["role"] == "user" and (not is_summary_message(m) or m is summary)]
+    latest = requests[-1] if requests and (requests[-1] is not summary or carries_request) else None
+    if latest is not None and not result.record["over_budget"]:
+        assert user_content_present(result.messages, _unmerged(latest))
