@@ -185,13 +185,20 @@ def _logged_window(source: UsageSource) -> int | None:
 def _mark_compressions(ax: Axes, compressions: pd.DataFrame, usage: pd.DataFrame) -> None:
     """A triangle between the calls before and after each compression, at the prompt it compressed.
 
-    The height is the last prompt before it (the compressor's own count leaves out the
-    tool schemas, so it would sit below the line it belongs to).
+    The height is the prompt the compression was given, in the unit of the logged prompts
+    (``prompt_tokens_before``): a compression before a call compresses that call's prompt, which
+    has grown past the previous call's by what came back since. Rows logged without it fall back
+    to the last prompt before (the compressor's own count leaves out the tool schemas, so it would
+    sit below the line it belongs to).
     """
     for number, row in enumerate(compressions.itertuples(index=False)):
         earlier, later = usage[usage["created_at"] < row.created_at], usage[usage["created_at"] >= row.created_at]
         x = later["call"].iloc[0] - 0.5 if not later.empty else usage["call"].iloc[-1] + 0.5
-        y = earlier["prompt_tokens"].iloc[-1] if not earlier.empty else row.tokens_before
+        compressed = getattr(row, "prompt_tokens_before", None)
+        if compressed is not None and not pd.isna(compressed):
+            y = compressed
+        else:
+            y = earlier["prompt_tokens"].iloc[-1] if not earlier.empty else row.tokens_before
         ax.scatter([x], [y], marker="v", s=60, color="tab:purple", zorder=5,
                    label="compression" if number == 0 else None)
 

@@ -40,7 +40,8 @@ def test_plot_of_a_live_runtime_marks_threshold_compression_and_the_new_session(
     assert "compression" in labels and "new session" in labels and "context window (8,000)" in labels
     ax = fig.axes[0]
     prompt_line = next(line for line in ax.get_lines() if line.get_label() == "prompt tokens")
-    assert len(prompt_line.get_xdata()) == len(open_lab(runtime.lab_path).api_calls())
+    calls = open_lab(runtime.lab_path).api_calls()
+    assert len(prompt_line.get_xdata()) == (calls["purpose"].fillna("turn") == "turn").sum()  # no summary calls
     boundaries = [line.get_xdata()[0] for line in ax.get_lines() if line.get_label() == "new session"]
     assert len(boundaries) == 1 and boundaries[0] % 1 == 0.5
     assert runtime.agent.session.id in ax.get_title()
@@ -103,3 +104,19 @@ def test_a_turn_split_by_a_compression_is_one_span_and_many_turns_are_thinned():
     _mark_turns(ax, many, most_labels=25)
     labels = [label.get_text() for label in ax.child_axes[0].get_xticklabels()]
     assert labels[:3] == ["1", "5", "9"] and len(labels) == 25
+
+
+def test_a_compression_is_marked_at_the_prompt_it_compressed_not_the_previous_calls():
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from hermeslab.plots import _mark_compressions
+
+    times = pd.to_datetime(["2026-01-01 10:00:00", "2026-01-01 10:00:10", "2026-01-01 10:00:30"])
+    usage = pd.DataFrame({"call": [1, 2, 3], "prompt_tokens": [1_200, 2_046, 1_500], "created_at": times})
+    compressions = pd.DataFrame({"created_at": pd.to_datetime(["2026-01-01 10:00:20"] * 2),
+                                 "tokens_before": [3_900, 3_900], "prompt_tokens_before": [4_341, None]})
+    ax = Figure().subplots()
+    _mark_compressions(ax, compressions, usage)
+    marked = [tuple(collection.get_offsets()[0]) for collection in ax.collections]
+    assert marked == [(2.5, 4_341), (2.5, 2_046)]  # a row logged without the prompt figure: the call before
