@@ -253,3 +253,11 @@ def test_a_frame_without_the_exam_columns_is_refused_in_one_line():
         scores(pd.DataFrame({"config": ["A"]}))
     with pytest.raises(TypeError, match="DataFrame"):
         scores([])
+
+
+def test_compactions_that_all_kept_the_same_budget_make_one_range():
+    rows = [row(f"r{n}", config, 8_000, 0, f"p{n}", "recall", "compacted", 2.0, retained=3_000)
+            for n in range(30) for config in ("A", "B")]
+    table = matched_budget(frame_of(rows), bins=4, min_probes=5, n_resamples=100)
+    assert list(table.index) == [(0, "A"), (0, "B")] and (table.score == 1).all()
+    assert (table.budget_low == 3_000).all() and (table.budget_high == 3_000).all()

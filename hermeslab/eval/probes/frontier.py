@@ -78,7 +78,8 @@ def budget_edges(frame: pd.DataFrame, bins: int = 4) -> np.ndarray:
     retained = rows.drop_duplicates(["recording_id", "config", "window", "compaction"])["retained_tokens"].dropna()
     if retained.empty:
         raise ValueError("no compaction in the exam frame has a retained-token count")
-    return np.unique(np.quantile(retained.to_numpy(dtype="float64"), np.linspace(0, 1, bins + 1)))
+    edges = np.unique(np.quantile(retained.to_numpy(dtype="float64"), np.linspace(0, 1, bins + 1)))
+    return edges if len(edges) > 1 else np.repeat(edges, 2)  # every compaction kept the same: one range
 
 
 def matched_budget(frame: pd.DataFrame, *, bins: int = 4, min_probes: int = 20, confidence: float = 0.95,
@@ -87,10 +88,11 @@ def matched_budget(frame: pd.DataFrame, *, bins: int = 4, min_probes: int = 20, 
     (see the module docstring). Indexed by (``budget``, ``config``); ``budget`` is the range's number."""
     edges = budget_edges(frame, bins)
     rows = _compacted(frame)
-    placed = rows.assign(budget=np.clip(np.searchsorted(edges, rows["retained_tokens"].to_numpy(dtype="float64"),
-                                                        side="right") - 1, 0, max(len(edges) - 2, 0)))
+    ranges = len(edges) - 1
+    place = np.searchsorted(edges, rows["retained_tokens"].to_numpy(dtype="float64"), side="right") - 1
+    placed = rows.assign(budget=np.clip(place, 0, ranges - 1))
     table = {}
-    for budget in range(max(len(edges) - 1, 1)):
+    for budget in range(ranges):
         for config in rows["config"].dropna().unique():
             part = placed[(placed["budget"] == budget) & (placed["config"] == config)]
             point = _point(part, confidence=confidence, n_resamples=n_resamples, seed=seed)
@@ -98,12 +100,12 @@ def matched_budget(frame: pd.DataFrame, *, bins: int = 4, min_probes: int = 20, 
             if point["n_probes"] < min_probes:
                 note = f"{point['n_probes']} scored probe(s) in this range, fewer than {min_probes}"
                 point.update(score=math.nan, ci_low=math.nan, ci_high=math.nan)
-            table[(budget, config)] = {"budget_low": float(edges[budget]), "budget_high": float(edges[-1] if
-                                       len(edges) == 1 else edges[budget + 1]), **point, "note": note}
+            table[(budget, config)] = {"budget_low": float(edges[budget]), "budget_high": float(edges[budget + 1]),
+                                       **point, "note": note}
     result = pd.DataFrame.from_dict(table, orient="index", columns=list(BUDGET_COLUMNS))
     result.index = pd.MultiIndex.from_tuples(list(table), names=["budget", "config"])
-    result.attrs.update(token_unit=_unit(rows), how=f"{len(edges) - 1 if len(edges) > 1 else 1} range(s) of retained "
-                        "tokens cut at the quantiles of every config's compactions pooled")
+    result.attrs.update(token_unit=_unit(rows), how=f"{ranges} range(s) of retained tokens cut at the quantiles of "
+                        "every config's compactions pooled")
     return result
 
 
