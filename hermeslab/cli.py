@@ -331,7 +331,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise SystemExit("hermeslab: ab needs at least two --config options")
     baseline = next(iter(configs))
     try:
-        exam = _exam_settings(args.exam, [load_config(spec) for spec in configs.values()] if args.exam is not None else [])
+        exam = _exam_settings(args.exam, {name: load_config(spec) for name, spec in configs.items()}
+                              if args.exam is not None else {})
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
             warnings.simplefilter("always", FlatSweepWarning)
@@ -420,7 +421,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise SystemExit("hermeslab: --limit must be at least 1")
     config = _load_config(args.config)
-    exam = _exam_settings(args.exam, [config])
+    exam = _exam_settings(args.exam, {"the config": config})
     try:
         recordings = read_recordings(args.file)
     except OSError as exc:
@@ -524,18 +525,20 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def _exam_settings(cache: str | None, configs: list[Config]) -> ExamSettings | None:
-    """The recall exam's settings when ``--exam`` was given (every config must name an endpoint), else None."""
-    from .eval.exam import DEFAULT_CACHE_PATH, ExamSettings, require_endpoint
+def _exam_settings(cache: str | None, configs: dict[str, Config]) -> ExamSettings | None:
+    """The recall exam's settings when ``--exam`` was given, else None: a config naming no endpoint is
+    examined at the one the others name (``shared_endpoint``)."""
+    from .eval.exam import DEFAULT_CACHE_PATH, ExamSettings, shared_endpoint
 
     if cache is None:
         return None
     try:
-        for config in configs:
-            require_endpoint(config)
+        base_url, api_key = shared_endpoint(configs)
     except ValueError as exc:
         raise SystemExit(f"hermeslab: --exam: {exc}") from None
-    return ExamSettings(cache_path=cache or DEFAULT_CACHE_PATH)
+    if base_url or api_key:
+        print(f"--exam: every config's context is examined at {base_url or 'the default endpoint'}", file=sys.stderr)
+    return ExamSettings(cache_path=cache or DEFAULT_CACHE_PATH, base_url=base_url, api_key=api_key)
 
 
 def _report(problems: list, said: list[str]) -> None:

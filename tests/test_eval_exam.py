@@ -395,5 +395,34 @@ def test_ab_with_exam_checks_every_config_before_running(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps(long_recording().to_dict()) + "\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="--exam: the recall exam needs a real model endpoint"):
-        main(["ab", str(path), "--config", "seed,model.base_url=http://127.0.0.1:9/v1",
-              "--config", "seed,model.context_length=8000", "--exam"])
+        main(["ab", str(path), "--config", "hermes-0.19", "--config", "seed,model.context_length=8000", "--exam"])
+
+
+def test_a_config_without_an_endpoint_is_examined_at_the_one_another_config_names():
+    from hermeslab.core.config import load_config
+    from hermeslab.eval.exam import ExamSettings, answering, shared_endpoint
+
+    hosted = load_config("seed,model.base_url=http://answerer.example/v1,model.api_key=sk-secret")
+    offline = load_config("hermes-0.19")
+    base_url, api_key = shared_endpoint({"hosted": hosted, "offline": offline})
+    assert (base_url, api_key) == ("http://answerer.example/v1", "sk-secret")
+    settings = ExamSettings(base_url=base_url, api_key=api_key)
+    assert answering(offline, settings).model.base_url == "http://answerer.example/v1"
+    assert answering(offline, settings).compression == offline.compression  # only the answerer moves
+    assert shared_endpoint({"a": hosted, "b": hosted}) == (None, None)  # each names its own
+    assert "endpoint=http://answerer.example/v1" in settings.identity and "sk-secret" not in repr(settings)
+    with pytest.raises(ValueError, match="needs a real model endpoint"):
+        shared_endpoint({"offline": offline})
+    other = load_config("seed,model.base_url=http://other.example/v1")
+    with pytest.raises(ValueError, match="offline name\\(s\\) no endpoint and the others name 2 different ones"):
+        shared_endpoint({"hosted": hosted, "other": other, "offline": offline})
+
+
+def test_ab_with_exam_and_an_endpoint_on_one_config_does_not_say_the_endpoint_is_unset(tmp_path, capsys):
+    empty = tmp_path / "none.jsonl"
+    empty.write_text("")
+    with pytest.raises(SystemExit) as stop:  # stops at the empty file, after the exam's settings were accepted
+        main(["ab", str(empty), "--config", "seed,model.base_url=http://127.0.0.1:9/v1", "--config", "hermes-0.19",
+              "--exam", str(tmp_path / "cache.sqlite"), "--executor", "serial"])
+    assert "endpoint" not in str(stop.value) and "no recording to replay" in str(stop.value)
+    assert "examined at http://127.0.0.1:9/v1" in capsys.readouterr().err

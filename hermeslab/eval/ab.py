@@ -104,9 +104,9 @@ class ReplayCell:
         from .replay import replay
 
         if self.exam is not None:
-            from .exam import require_endpoint
+            from .exam import answering, require_endpoint
 
-            require_endpoint(config)
+            require_endpoint(answering(config, self.exam))
         # The fast replay: the same loop and decisions (tests/test_one_engine.py) without the events no row reads.
         run = replay(recording, config, summariser=self.summariser, counter=self.counter, fast=True)
         return checked_row(run, config, exam=self.exam, allow_summary_fallback=self.allow_summary_fallback)

@@ -98,6 +98,9 @@ class ExamSettings:
     model: str | None = None
     cache_path: str | Path | None = None
     max_tokens: int = 256
+    #: The answerer's endpoint for every config (None: each config's own); see ``shared_endpoint``.
+    base_url: str | None = None
+    api_key: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("questions_per_region", "max_region_chars", "max_context_chars", "max_tokens"):
@@ -114,7 +117,7 @@ class ExamSettings:
         """What decides the exam's numbers (the cache's place does not), as stable text."""
         return (f"exam(questions={self.questions_per_region}, region_chars={self.max_region_chars}, "
                 f"context_chars={self.max_context_chars}, max_tokens={self.max_tokens}, "
-                f"model={self.model or 'config'}, prompts={PROMPTS_DIGEST})")
+                f"model={self.model or 'config'}, endpoint={self.base_url or 'config'}, prompts={PROMPTS_DIGEST})")
 
     def step_tokens(self, step: str) -> int:
         """The cap of one request: ``max_tokens``, per question for the question list."""
@@ -384,10 +387,43 @@ def require_endpoint(config: Config) -> None:
                          "if the endpoint wants one) in the config")
 
 
+def shared_endpoint(configs: dict[str, Config]) -> tuple[str | None, str | None]:
+    """(base_url, api_key) of the one endpoint the configs name, for configs that name none; (None, None)
+    when every config names its own.
+
+    The exam's answerer must be a real model; a config compared against one that names it (the
+    offline preset beside a config with ``model.base_url``, say) is examined by that same answerer,
+    so the configs differ only in their context. Raises ValueError, naming the configs, when none
+    names an endpoint or several are named and a config has none.
+    """
+    named = {name: (c.model.base_url, c.model.api_key) for name, c in configs.items()
+             if c.model.base_url or c.model.api_key}
+    missing = [name for name in configs if name not in named]
+    if not missing:
+        return None, None
+    if not named:
+        raise ValueError("the recall exam needs a real model endpoint: set model.base_url (and model.api_key "
+                         "if the endpoint wants one) in a config")
+    endpoints = set(named.values())
+    if len(endpoints) > 1:
+        raise ValueError(f"{', '.join(missing)} name(s) no endpoint and the others name {len(endpoints)} "
+                         "different ones; set model.base_url on every config, or on one to examine all with it")
+    return next(iter(endpoints))
+
+
+def answering(config: Config, settings: ExamSettings) -> Config:
+    """The config whose endpoint answers the exam: ``config``, or its model at the shared endpoint."""
+    if settings.base_url is None and settings.api_key is None:
+        return config
+    return config.with_overrides({"model.base_url": settings.base_url, "model.api_key": settings.api_key})
+
+
 def exam_at_endpoint(run: ReplayRun, config: Config, settings: ExamSettings) -> ExamReport:
-    """``examine`` of ``run`` asking the endpoint ``config`` names (its model unless ``settings`` names one)."""
+    """``examine`` of ``run`` asking the endpoint ``config`` names, or the shared one ``settings`` names
+    (its model unless ``settings`` names one)."""
     from hermeslab.providers import open_provider
 
+    config = answering(config, settings)
     require_endpoint(config)
     with open_provider(config) as handle:
         return examine(run, handle.provider, dataclasses.replace(settings, model=settings.model or config.model.name))
