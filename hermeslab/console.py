@@ -91,7 +91,7 @@ class ConsoleTranscript:
             parts.append(f"prompt {tokens(self._last_prompt, self._last_estimated)} tokens{share}")
         parts.append(f"turn total in {tokens(event.prompt_tokens, estimated)}"
                      f" / out {tokens(event.completion_tokens, estimated)}")
-        notes = (estimate_note(self._estimated_calls, event.api_calls),
+        notes = (estimate_note(self._estimated_calls, event.api_calls, stopped=event.status == "interrupted"),
                  counted_note(self._counted_calls, event.api_calls))
         return " · ".join(parts + [note for note in notes if note])
 

@@ -67,7 +67,7 @@ def test_an_interrupted_turn_keeps_its_partial_text_and_says_so():
     assert "1, 2, 3," in html and "hermeslab-interrupted" in html
     assert html.count("1, 2, 3,") == 1  # the final text is not added again
     assert t.footer() == ("turn 1 · interrupted · 1 API call · in ~90 / out ~6 tokens over the turn · estimated for "
-                          f"its call (the server reported no usage; {ESTIMATE_COUNTS})")
+                          f"its call (stopped by the user before the server reported usage; {ESTIMATE_COUNTS})")
 
 
 def test_banners_for_compression_recovery_notice_and_error():

@@ -27,15 +27,22 @@ def tokens(count: int, estimated: bool) -> str:
     return f"~{count:,}" if estimated else f"{count:,}"
 
 
-def estimate_note(estimated_calls: int, calls: int) -> str:
-    """Which of a turn's figures are estimates and what they count; "" when all were reported.
+def estimate_note(estimated_calls: int, calls: int, *, stopped: bool = False) -> str:
+    """Which of a turn's figures are estimates, why and what they count; "" when all were reported.
 
     ``estimated_calls`` counts attempts (a retried call is two), ``calls`` the calls, so the
-    former can be the larger.
+    former can be the larger. ``stopped``: the user stopped the turn, which cut its last call's
+    stream before the server could report usage.
     """
     if estimated_calls <= 0:
         return ""
-    return f"estimated for {_which(estimated_calls, calls)} (the server reported no usage; {ESTIMATE_COUNTS})"
+    if not stopped:
+        why = "the server reported no usage"
+    elif estimated_calls == 1:
+        why = "stopped by the user before the server reported usage"
+    else:
+        why = "the server reported no usage; the last call was stopped by the user before it could"
+    return f"estimated for {_which(estimated_calls, calls)} ({why}; {ESTIMATE_COUNTS})"
 
 
 def counted_note(counted_calls: Mapping[str, int], calls: int) -> str:

@@ -186,7 +186,8 @@ class Transcript:
             estimated = self.usage_estimated
             usage = (f"in {tokens(self.prompt_tokens, estimated)} / out {tokens(self.completion_tokens, estimated)}"
                      " tokens over the turn")
-            notes = [note for note in (estimate_note(self.estimated_calls, self.api_calls),
+            stopped = self.status == "interrupted"
+            notes = [note for note in (estimate_note(self.estimated_calls, self.api_calls, stopped=stopped),
                                        counted_note(self.counted_calls, self.api_calls)) if note]
             return " · ".join([f"{turn}{self.status}", calls, usage, *notes])
 
