@@ -67,7 +67,7 @@ def test_a_rerun_answers_everything_from_the_lab(tmp_path):
     first = run_exam(recordings, {"seed": "seed"}, windows=[8_000], answerer=PerfectReader(), lab=lab,
                      progress=False)
     again = run_exam(recordings, {"seed": "seed"}, windows=[8_000], answerer=PerfectReader(), lab=lab,
-                     progress=False)
+                     progress=True)
     assert len(first) > 0 and first["cached"].mean() < 1.0
     assert again.attrs["calls_made"] == 0 and again["cached"].all()
     assert again.attrs["bank_hash"] == first.attrs["bank_hash"]
