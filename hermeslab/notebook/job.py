@@ -11,9 +11,14 @@ finished cell that started the turn: nbclient reads only messages of the cell
 it is running, and JupyterLab routes updates by display id whatever the parent.
 
 A reloaded page no longer routes the old cell's updates (the display ids it
-knew went with the old page), so while a turn runs its output says how to get
-control back: ``%hermes attach`` shows the job again, live, in a new cell
-(same display ids, so later updates reach it), ``%hermes stop`` stops it.
+knew went with the old page), so the saved output of a running turn says how
+to get control back: ``%hermes attach`` shows the job again, live, in a new
+cell (same display ids, so later updates reach it), ``%hermes stop`` stops it.
+That line is in every draw but stays hidden until the output has gone
+``STALE_AFTER`` seconds without a redraw, which a live output never does (a
+running job redraws at least every ``HEARTBEAT`` seconds): it shows only on a
+page that no longer receives the updates. The widgets do come back live on a
+reloaded page, so when the job ends its controls show the end state there.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from html import escape
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +43,12 @@ KINDS = ("turn", "compress")
 #: Shown under a running job's transcript, for a page reloaded while it runs (then it stops updating there).
 RELOAD_HINT = ("reloaded the page? this output no longer updates: run `%hermes attach` in a new cell to follow "
                "the turn there, `%hermes stop` (or Kernel → Interrupt) to stop it")
+#: A running job redraws at least this often (seconds), so a live output never looks stale.
+HEARTBEAT = 2.0
+#: Seconds without a redraw after which an output shows the reload hint (it is no longer being updated).
+STALE_AFTER = 3 * HEARTBEAT
+#: Reveals an element once it has been on screen ``STALE_AFTER`` seconds: a redraw replaces it and starts over.
+_STALE_STYLE = ("<style>@keyframes hermeslab-stale{to{visibility:visible}}</style>")
 
 
 class CellJob:
@@ -83,7 +95,8 @@ class CellJob:
         """The transcript; while the job runs, with the reload hint under it."""
         html, text = self.transcript.to_html(), self.transcript.to_text()
         if self.background and self.kind == "turn" and not self.finished.is_set():
-            html += (f'<div class="hermeslab-reload-hint" style="font-size:11px;color:#757575">'
+            html += (f'{_STALE_STYLE}<div class="hermeslab-reload-hint" style="font-size:11px;color:#757575;'
+                     f'visibility:hidden;animation:hermeslab-stale 0s linear {STALE_AFTER:g}s forwards">'
                      f"{_code(RELOAD_HINT)}</div>")
             text += f"\n{RELOAD_HINT}"
         return {"text/html": html, "text/plain": text}
@@ -154,6 +167,8 @@ class CellJob:
         with self._agent_lock:
             self._agent = agent
         unsubscribe = agent.bus.subscribe(self._on_event)
+        heartbeat = threading.Thread(target=self._beat, name="hermeslab-heartbeat", daemon=True)
+        heartbeat.start()
         try:
             if self._stop.is_set():
                 self.transcript.finish("stopped")
@@ -176,6 +191,12 @@ class CellJob:
                 self._agent = None
             self._close()
 
+    def _beat(self) -> None:
+        """Redraw now and then while the job runs, so its live output never reveals the reload hint."""
+        while not self.finished.wait(HEARTBEAT):
+            if self.background:
+                self._throttle.request()
+
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TurnStarted) and self._stop.is_set():
             self.stop()  # a click that came between taking the agent and the turn clearing its stop flag
@@ -194,8 +215,15 @@ class CellJob:
                 contextvars.Context().run(self._controls.update, self._final_controls(), raw=True)
             if self.stop_button is not None:
                 self.stop_button.close()
-                if self._controls_widget is not None:
-                    self._controls_widget.close()
+                if isinstance(self._controls_widget, widgets.Box):  # live on a reloaded page: show how it ended
+                    self._controls_widget.children = (self.gauge, widgets.HTML(self._end_state_html()))
+
+
+    def _end_state_html(self) -> str:
+        """The turn's last line, for a page whose copy of the transcript stopped updating."""
+        mark = "■ " if self.transcript.status == "interrupted" else ""
+        return (f'<span class="hermeslab-end-state" data-status="{escape(self.transcript.status)}" '
+                f'style="font-size:11px;color:#555;margin-left:8px">{mark}{escape(self.transcript.footer())}</span>')
 
 
 def _code(text: str) -> str:
