@@ -51,6 +51,8 @@ def test_the_perfect_reader_scores_one_at_the_ceiling_and_zero_at_the_floor():
     assert by_arm.loc["ceiling"].tolist() == [1.0, 1.0]
     assert by_arm.loc["floor"].tolist() == [0.0, 0.0]
     assert set(frame["probe_type"]) == set(BANK_TYPES)
+    ceiling = frame[frame["arm"] == "ceiling"]
+    assert (ceiling["answer"] == ceiling["gold"]).all() and (ceiling["source_start"] < ceiling["source_end"]).all()
     assert set(frame["window"]) == {8_000, 16_000} and set(frame["config"]) == {"seed", "hermes-0.19"}
     assert 0.0 < scored.loc[scored["arm"] == "compacted", "score"].mean() < 1.0
     assert (frame["retained_tokens"] > 0).all() and (frame["removed_tokens"] > 0).all()

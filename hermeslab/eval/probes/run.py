@@ -12,7 +12,8 @@ rerun asks it again. Answers and judgements go through the lab's cache
 (``cache``), which is also what lets a killed exam resume.
 
 Nothing is averaged here: one row per (recording, config, window,
-compaction, probe, arm). A row that was not scored has NaN ``points``, never
+compaction, probe, arm), with the probe's question, its gold (a set's members
+one per line) and where the gold came from, for drilling down. A row that was not scored has NaN ``points``, never
 0, so an exam that scored nothing shows as all NaN.
 """
 
@@ -48,7 +49,8 @@ ALL = BANK_TYPES
 REPLY_ALLOWANCE = 64
 COLUMNS = ("recording_id", "config", "window", "compaction", "probe_id", "probe_type", "arm", "answer", "points",
            "score", "fittable", "retained_tokens", "removed_tokens", "token_unit", "prompt_tokens",
-           "server_cached_tokens", "answerer", "judge", "cached", "error")
+           "server_cached_tokens", "answerer", "judge", "cached", "error", "question", "gold", "source_message",
+           "source_start", "source_end")
 #: What a failed answer or judgement may raise; anything else is a bug and stops the exam.
 FAILURES = (ProviderError, OSError, ValueError)
 
@@ -210,7 +212,8 @@ class _Exam:
             self.rows.append((run.recording_id, config, window, compaction.index, probe.probe_id, probe.probe_type, arm,
                               answer, points, math.nan, fittable, compaction.retained_tokens,
                               compaction.removed_tokens, run.counter.encoding, entry.prompt_tokens,
-                              entry.server_cached_tokens, self.answerer.name, self.judge.name, cached, error))
+                              entry.server_cached_tokens, self.answerer.name, self.judge.name, cached, error,
+                              probe.question, "\n".join(probe.golds), probe.source_message, *probe.source_span))
 
     def _call(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, probe: Probe) -> Entry:
         self.calls += 1
