@@ -22,6 +22,7 @@ from lab_page import (
 )
 from playwright.sync_api import Page, expect
 
+from hermeslab.notebook.job import STALE_AFTER
 from hermeslab.store import open as open_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -39,11 +40,14 @@ def start_then_reload(page: Page, url: str, index: int) -> None:
     streaming = output(page, index)
     expect(streaming.locator(".hermeslab-text")).to_contain_text("20, 21,", timeout=30_000)
     expect(streaming.locator(".hermeslab-reload-hint")).to_contain_text("%hermes stop")
+    page.wait_for_timeout(STALE_AFTER * 1_000 + 1_000)  # a live output stays fresher than that: no hint on it
+    expect(streaming.locator(".hermeslab-reload-hint")).to_be_hidden()
     save(page)
     page.goto(url)  # a reload: the kernel and its running turn stay, the page's display routing is gone
     wait_idle(page)
     saved = output(page, index)
     expect(saved.locator(".hermeslab-reload-hint")).to_contain_text("%hermes attach", timeout=30_000)
+    expect(saved.locator(".hermeslab-reload-hint")).to_be_visible(timeout=STALE_AFTER * 1_000 + 5_000)
     expect(saved.locator(".hermeslab-transcript")).to_have_attribute("data-status", "running")
 
 
@@ -75,6 +79,8 @@ def test_a_turn_survives_a_reload_and_can_be_stopped(lab_server, page: Page, art
     eventually(lambda: _grew(numbers, seen))  # updates reach the new cell
     output(page, 1).locator(".hermeslab-stop button, button.hermeslab-stop").first.click(timeout=30_000)
     expect(attached.locator(".hermeslab-interrupted")).to_be_visible(timeout=15_000)
+    expect(output(page, 1).locator(".hermeslab-end-state")).to_have_attribute("data-status", "interrupted",
+                                                                             timeout=15_000)  # not streaming…
     expect(attached.locator(".hermeslab-controls-final")).to_be_visible()
     output(page, 2).screenshot(path=str(artifacts / "reload-attached-stopped.png"))
     eventually(lambda: _equal(statuses(lab_path), ["interrupted"]), timeout=30)
