@@ -29,7 +29,8 @@ from hermeslab.reference.openhands.compare import Tally
 from hermeslab.reference.openhands.steps import preset_config, replay
 from hermeslab.reference.openhands.venv import LEGACY, SDK
 
-SHARED = Path("/work/shared/datasets")
+#: The shared recordings: ``../shared/datasets`` beside the checkout.
+SHARED = ROOT.parent / "shared" / "datasets"
 OWN = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
 BATCH = 25
 
