@@ -48,7 +48,7 @@ ENVIRONMENTS: dict[str, tuple[Environment, ...]] = {
                     lambda release=release: openhands_venv.default_path(release),
                     lambda path, release=release: openhands_venv.is_complete(path, release),
                     lambda echo, release=release: openhands_venv.install_venv(release, echo=echo))
-        for release, download, disk in ((openhands_venv.SDK, 115, 480), (openhands_venv.LEGACY, 200, 800))
+        for release, download, disk in ((openhands_venv.SDK, 115, 480), (openhands_venv.LEGACY, 340, 1890))
     ),
 }
 CHOICES = (*ENVIRONMENTS, "all")
