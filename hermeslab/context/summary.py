@@ -391,17 +391,21 @@ class SummaryCallTooLarge(Exception):
 
 
 def winning_length(request: SummaryRequest) -> int:
-    """The most tokens a summary may take for the summary message (its prefix, the summary and the end marker)
-    to still cost less than what it replaces (the span, and a previous summary folded into it):
-    ``WINNING_SHARE`` of what is left once the frame is paid, since the server's tokens are not ours and
-    grounding adds the quoted request; below one when none can.
+    """The most tokens a summary may take for the summary message (its prefix, the summary with the newest
+    request quoted in it, and the end marker) to still cost less than what it replaces (the span, and a
+    previous summary folded into it): ``WINNING_SHARE`` of what is left once the frame and the quote are
+    paid, since the server's tokens are not ours; below one when none can.
 
     A summary that makes the context no smaller is thrown away, so asking for one wastes the call's time.
     """
     replaced = sum(default_counter.count_message(message) for message in request.span)
     if request.previous_summary:
         replaced += default_counter.count_text(request.previous_summary)
-    return int((replaced - default_counter.count_text(f"{SUMMARY_PREFIX}\n\n{SUMMARY_END_MARKER}")) * WINNING_SHARE)
+    fixed = default_counter.count_text(f"{SUMMARY_PREFIX}\n\n{SUMMARY_END_MARKER}")
+    asks = user_asks(request.span)
+    if asks:  # the Active Task section is replaced by the newest ask, quoted (``ground_active_task``)
+        fixed += default_counter.count_text(clip(asks[-1][1].strip(), ACTIVE_TASK_MAX_CHARS))
+    return int((replaced - fixed) * WINNING_SHARE)
 
 
 def winnable(request: SummaryRequest) -> SummaryRequest:
