@@ -10,7 +10,9 @@ slot) evaluates only the part after the shared prefix.
 Reported, besides the scorecard's overall rows:
 
 * ``usable_answer_share`` — of the questions asked (fittable arms), those
-  whose call returned a non-empty answer the judge could score;
+  whose call returned a non-empty answer the judge could score (right or
+  wrong; ``unknown_answer_share`` and ``answer_words_median`` say more of
+  what the answers were);
 * ``probes_per_second`` — questions answered per second of the exam's wall time;
 * ``prompt_tokens_sent`` / ``prompt_tokens_evaluated`` — prompt tokens as the
   server counted them, and those it had to evaluate (sent minus those taken
@@ -134,6 +136,7 @@ def main() -> int:
         "usable_answer_share": finite(len(usable) / len(asked)) if len(asked) else None,
         "unknown_answer_share": finite(float(usable["answer"].str.strip().str.lower().eq("unknown").mean()))
         if len(usable) else None,
+        "answer_words_median": finite(float(usable["answer"].str.split().str.len().median())) if len(usable) else None,
         "calls_made": frame.attrs.get("calls_made", 0), "exam_seconds": round(seconds, 1),
         "probes_per_second": finite(len(answered) / seconds) if seconds else None,
         **cache_figures(frame),
