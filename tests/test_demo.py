@@ -22,16 +22,17 @@ class RecordingOfflineModel(OfflineModel):
     """The offline model hosted by the local server, remembering the usage it reported per call."""
 
     reported: list = []
+    #: Usage of the summary requests (one prompt, no tools), which the lab logs as calls of purpose 'summary'.
+    summaries: list = []
 
     def complete(self, request):  # the streaming path answers through complete() too
         response = super().complete(request)
-        if request.tools:  # agent calls; summary requests (one prompt, no tools) are logged with compressions
-            RecordingOfflineModel.reported.append(response.usage)
+        (RecordingOfflineModel.reported if request.tools else RecordingOfflineModel.summaries).append(response.usage)
         return response
 
 
 def test_demo_logs_every_table_with_the_servers_usage(tmp_path, monkeypatch, capsys):
-    RecordingOfflineModel.reported = []
+    RecordingOfflineModel.reported, RecordingOfflineModel.summaries = [], []
     monkeypatch.setattr(providers, "OfflineModel", RecordingOfflineModel)
     lab_path = tmp_path / "lab.duckdb"
     plot = tmp_path / "usage.png"
@@ -52,7 +53,12 @@ def test_demo_logs_every_table_with_the_servers_usage(tmp_path, monkeypatch, cap
     assert len(tools) >= 8
     # A compression inside a turn must not leave its request after its own answer: no call is made twice.
     assert not tools.duplicated(["name", "arguments"]).any(), tools[["turn", "name", "arguments"]]
-    calls = lab.api_calls().sort_values(["turn", "call_index"])
+    every_call = lab.api_calls()
+    summaries = every_call[every_call["purpose"] == "summary"]
+    assert sorted(summaries["prompt_tokens"]) == sorted(u.prompt_tokens for u in RecordingOfflineModel.summaries)
+    assert len(summaries) >= 1
+    calls = every_call[every_call["purpose"] == "turn"].sort_values(["turn", "call_index"])
+    assert len(calls) + len(summaries) == len(every_call)
     assert len(calls) == len(RecordingOfflineModel.reported) > 10
     assert list(calls["prompt_tokens"]) == [u.prompt_tokens for u in RecordingOfflineModel.reported]
     assert list(calls["completion_tokens"]) == [u.completion_tokens for u in RecordingOfflineModel.reported]
