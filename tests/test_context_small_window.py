@@ -18,7 +18,7 @@ from hermeslab.context.budget import SUMMARY_FLOOR_TOKENS, derive_budgets, summa
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.pipeline import CompressionState, compress
-from hermeslab.context.summary import LLMSummariser, fit_summary_call
+from hermeslab.context.summary import LLMSummariser, answer_cap, fit_summary_call, winning_length
 from hermeslab.context.types import SummaryRequest
 from hermeslab.core.config import load_config
 from hermeslab.core.events import CompressionEvent, EventBus, TurnFinished
@@ -174,7 +174,8 @@ def test_a_summary_call_fits_its_prompt_and_answer_in_the_window():
     cost = default_counter.count_message({"role": "user", "content": prompt})
     assert cost + max_tokens <= WINDOW and max_tokens >= SUMMARY_FLOOR_TOKENS
     roomy, answer = fit_summary_call(request, 64_000, today="2026-01-01")
-    assert answer == 600 and len(roomy) > len(prompt)  # the full prompt when it fits
+    # The full prompt when it fits, and twice the target unless a summary that long could not beat the span.
+    assert answer == min(600, winning_length(request)) == answer_cap(request) and len(roomy) > len(prompt)
 
 
 class RefusesFirst:
@@ -199,8 +200,10 @@ class RefusesFirst:
 def test_the_summarisers_own_overflow_shrinks_its_input_and_asks_again_without_a_cooldown():
     provider = RefusesFirst()
     summariser = LLMSummariser(provider, "m", fallback=ExtractiveSummariser())
-    request = SummaryRequest(span=agent_session(turns=2, output_words=40)[1:], previous_summary=None, focus=None,
+    # A span long enough that a summary of the budget can still beat it, so the call is made.
+    request = SummaryRequest(span=agent_session(turns=2, output_words=150)[1:], previous_summary=None, focus=None,
                              budget_tokens=200, window_tokens=WINDOW)
+    assert winning_length(request) >= 200
     outcome = summariser.summarise(request)
     assert not outcome.fallback_used and "Keep going." in outcome.body
     first, second = provider.requests
@@ -222,7 +225,7 @@ def test_a_separate_summary_model_gets_the_whole_prompt_until_it_states_its_own_
     assert not outcome.fallback_used and "Keep going." in outcome.body
     whole, fitted = provider.requests
     assert [whole.model, fitted.model] == ["big-summariser", "big-summariser"]
-    assert whole.max_tokens == 600  # twice the budget, as without a window
+    assert whole.max_tokens == answer_cap(request)  # twice the budget unless that could not beat the span
     full_prompt, _ = fit_summary_call(request, 1_000_000, today=None)
     assert whole.messages[0]["content"] == full_prompt
     assert default_counter.count_request(fitted.messages) + fitted.max_tokens <= 1024  # the window it stated
