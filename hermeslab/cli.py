@@ -706,7 +706,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     reference = sub.add_parser("reference", help="install the Hermes and OpenHands reference environments the "
                                "comparisons and their tests use (hundreds of MB), or show which are installed")
-    reference.add_argument("action", choices=("install", "status"))
+    reference.add_argument("action", choices=("install", "status"),
+                           help="install an environment (announcing its size first), or status to list what is there")
     reference.add_argument("which", nargs="?", choices=("hermes", "openhands", "all"), default=None,
                            help="what to install: hermes (hermes-agent 0.19.0), openhands (two releases) or all")
     reference.set_defaults(func=cmd_reference)
