@@ -191,3 +191,17 @@ def test_the_replay_command_says_whose_wording_each_run_wrote(capsys):
     assert main(["replay", str(OFFLINE), "--config", "hermes-0.19,model.context_length=4000", "--limit", "1"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert rows and all(row["hermes_texts"] == HERMESLAB_WORDING for row in rows)
+
+
+def test_the_replay_invariants_count_summaries_in_hermess_wording(fake_hermes):
+    """Two summaries in one output are two whoever worded them (counting hermeslab's opening alone read 0
+    double summaries for hermes-0.19 once it wrote Hermes's texts)."""
+    from hermeslab.context.types import SUMMARY_PREFIX
+    from hermeslab.eval.replay_compression import summaries_in
+
+    installed_texts()  # the texts are read, as in a process that wrote them
+    two = [{"role": "user", "content": "<<OPEN>>\nfirst\n<<CLOSE>>"},
+           {"role": "assistant", "content": "<<OLD OPEN>> second"}]
+    assert summaries_in(two) == 2
+    assert summaries_in([{"role": "user", "content": f"{SUMMARY_PREFIX} and <<OPEN>> again"}]) == 2
+    assert summaries_in([{"role": "user", "content": "no summary here"}]) == 0

@@ -122,9 +122,11 @@ def merged_frames() -> tuple[tuple[str, str], ...]:
     return own if texts is None else ((texts.merged_header, texts.merged_delimiter), *own)
 
 
-def _prefixes() -> tuple[str, ...]:
+def summary_prefixes() -> tuple[str, ...]:
+    """The openings of every summary this process may have written: Hermes's (once read), then hermeslab's."""
     texts = loaded_texts()
     return _PREFIXES if texts is None else (texts.summary_prefix, *texts.older_prefixes, *_PREFIXES)
+
 _LEADING_SPACE = re.compile(r"\s*")
 
 
@@ -162,4 +164,4 @@ def is_summary_message(message: dict[str, Any]) -> bool:
         start = delimiter + len(closing)
         start = _LEADING_SPACE.match(text, start).end()
         break
-    return text.startswith(_prefixes(), start)
+    return text.startswith(summary_prefixes(), start)

@@ -28,7 +28,7 @@ from hermeslab.context.boundary import newest_group_tail
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS
 from hermeslab.context.turns import is_real_user_message, is_synthetic, last_real_user_index
-from hermeslab.context.types import LEGACY_SUMMARY_PREFIX, SUMMARY_PREFIX, Summariser, SummaryOutcome, SummaryRequest
+from hermeslab.context.types import Summariser, SummaryOutcome, SummaryRequest, summary_prefixes
 from hermeslab.core.config import Config
 from hermeslab.core.messages import MessageValidationError, text_of, validate_messages
 from hermeslab.providers.replay import billed_prompt_tokens
@@ -193,8 +193,17 @@ def sum_totals(reports: Sequence[ReplayReport]) -> dict[str, int]:
 
 
 def summaries_in(messages: Sequence[dict]) -> int:
-    """Handoff summaries a list holds, counting one merged into another message or quoted inside one."""
-    return sum(text_of(m).count(SUMMARY_PREFIX) + text_of(m).count(LEGACY_SUMMARY_PREFIX) for m in messages)
+    """Handoff summaries a list holds, counting one merged into another message or quoted inside one, in any
+    wording this process wrote (Hermes's own texts included); an opening that contains another counts once."""
+    prefixes = sorted(set(summary_prefixes()), key=len, reverse=True)
+    found = 0
+    for message in messages:
+        text = text_of(message)
+        for prefix in prefixes:
+            if prefix in text:
+                found += text.count(prefix)
+                text = text.replace(prefix, "\x00")
+    return found
 
 
 def holds_user_message(messages: Sequence[dict], target: dict) -> bool:
