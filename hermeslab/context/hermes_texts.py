@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hermeslab.core.config import CompressionConfig
+from hermeslab.core.hermes_install import HERMES_REQUIREMENT, default_venv_path, read_marker, venv_python
 
 #: What a report says when a run used Hermes's texts, and when it used hermeslab's own.
 HERMES_WORDING = "hermes-agent 0.19.0"
@@ -93,46 +94,17 @@ def _dump(python: Path) -> dict:
     return json.loads(result.stdout)
 
 
-#: Where the reference virtualenv lives and how a finished install is marked: the contract of
-#: ``hermeslab.reference.venv`` (a test keeps the two in step; the compression pipeline must not import
-#: the reference harness, which imports the pipeline).
-VENV_ENV_VAR = "HERMESLAB_HERMES_VENV"
-DEFAULT_VENV = Path.home() / ".cache" / "hermeslab" / "hermes-agent-0.19.0"
-MARKER_NAME = "hermeslab-venv.json"
-REQUIREMENT = "hermes-agent==0.19.0"
-
-
-def reference_venv() -> Path:
-    """``$HERMESLAB_HERMES_VENV`` when set, else the default location of the reference virtualenv."""
-    configured = os.environ.get(VENV_ENV_VAR)
-    return Path(configured).expanduser() if configured else DEFAULT_VENV
-
-
-def _python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def _install_marker(venv: Path) -> dict | None:
-    """The record of a finished install of hermes-agent 0.19.0 in ``venv``, or None."""
-    try:
-        marker = json.loads((venv / MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    finished = isinstance(marker, dict) and marker.get("requirement") == REQUIREMENT and marker.get("complete") is True
-    return marker if finished and _python(venv).exists() else None
-
-
 def load_installed(venv: Path | None = None) -> HermesTexts | None:
     """Hermes's texts from the installed reference virtualenv (``venv``, else the default one); None without it.
 
     The texts are read once per install and kept in a JSON file beside the
     virtualenv, stamped with the install's marker so a reinstall reads them again.
     """
-    venv = Path(venv) if venv is not None else reference_venv()
-    marker = _install_marker(venv)
+    venv = Path(venv) if venv is not None else default_venv_path()
+    marker = read_marker(venv)
     if marker is None:
         return None
-    stamp = {"requirement": REQUIREMENT, "installed": marker.get("created_at"),
+    stamp = {"requirement": HERMES_REQUIREMENT, "installed": marker.get("created_at"),
              "dump_script": _DUMP_SCRIPT.stat().st_mtime_ns}
     cache = _cache_path(venv)
     try:
@@ -141,7 +113,7 @@ def load_installed(venv: Path | None = None) -> HermesTexts | None:
             return HermesTexts.from_dump(cached["texts"])
     except (OSError, ValueError, KeyError, TypeError, HermesTextsError):
         pass
-    data = _dump(_python(venv))
+    data = _dump(venv_python(venv))
     texts = HermesTexts.from_dump(data)
     try:
         partial = cache.with_suffix(f".{os.getpid()}.tmp")

@@ -25,12 +25,10 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from hermeslab.core.hermes_install import (DEFAULT_VENV, HERMES_REQUIREMENT, MARKER_NAME, VENV_ENV_VAR,  # noqa: F401
+                                           default_venv_path, read_marker, venv_python)
 from hermeslab.reference.errors import HermesReferenceError
 
-HERMES_REQUIREMENT = "hermes-agent==0.19.0"
-VENV_ENV_VAR = "HERMESLAB_HERMES_VENV"
-DEFAULT_VENV = Path.home() / ".cache" / "hermeslab" / "hermes-agent-0.19.0"
-MARKER_NAME = "hermeslab-venv.json"
 SUPPORTED_PYTHONS = ((3, 11), (3, 13))  # hermes-agent 0.19.0 declares >=3.11,<3.14
 #: The command that installs it, named by every error that finds it missing.
 INSTALL_COMMAND = "hermeslab reference install hermes"
@@ -47,28 +45,6 @@ _NETWORK_SIGNS = (
     "read timed out",
     "max retries exceeded",
 )
-
-
-def default_venv_path() -> Path:
-    """``$HERMESLAB_HERMES_VENV`` when set, else ``~/.cache/hermeslab/hermes-agent-0.19.0``."""
-    configured = os.environ.get(VENV_ENV_VAR)
-    return Path(configured).expanduser() if configured else DEFAULT_VENV
-
-
-def venv_python(path: Path) -> Path:
-    """The interpreter of the virtualenv at ``path``."""
-    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def read_marker(path: Path) -> dict | None:
-    """The completion record of a venv, or None when it is missing, unreadable or for another version."""
-    try:
-        marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(marker, dict) or marker.get("requirement") != HERMES_REQUIREMENT:
-        return None
-    return marker if marker.get("complete") is True and venv_python(path).exists() else None
 
 
 class ReferenceNotInstalledError(HermesReferenceError):
