@@ -1,0 +1,1 @@
+"""Compaction policies: one module per agent, each exporting a ``POLICY`` (see ``base``)."""
