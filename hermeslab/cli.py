@@ -82,7 +82,8 @@ CONFIG_HELP = ("a YAML config (Hermes key names), a preset name (seed, hermes-0.
 
 def _load_config(source: str | None) -> Config:
     """``--config``: a YAML file, a preset name or ``BASE,key=value,...`` (as ``hermeslab ab`` takes them)."""
-    from .core.config import ConfigError, load_config
+    from .core.config import ConfigError
+    from .policies.loading import load_config
 
     try:
         return load_config(source)
@@ -162,7 +163,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .context.budget import explain_threshold
+    from .policies.running import threshold_sentence
     from .terminal import TerminalChat, read_inputs
 
     config = _load_config(args.config)
@@ -177,7 +178,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     chat = TerminalChat(config)
     try:
         print(f"hermeslab chat · {config.model.name} · session {chat.runtime.agent.session.id} · "
-              f"{explain_threshold(config)} · /help for commands, /quit to leave", flush=True)
+              f"{threshold_sentence(config)} · /help for commands, /quit to leave", flush=True)
         if (notice := chat.runtime.lab_notice()) is not None:
             print(notice, flush=True)
         for text in read_inputs():
@@ -244,37 +245,37 @@ def cmd_mcp_server(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    from .eval.importers import import_hermes_state, import_openai_jsonl
-    from .eval.recording import RecordingsFile, write_recordings
-    from .recordings import RecordingProblem
-    from .recordings.lab import builtin_tool_schemas, import_lab
+#: The format names the older ``hermeslab import KIND PATH`` form takes first.
+LEGACY_IMPORT_KINDS = ("openai", "hermes-state", "lab")
 
-    source = Path(args.path)
-    out = Path(args.out) if args.out else Path(f"{source.stem}.recordings.jsonl")
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .eval.importers import ImportOptions, format_named, import_paths
+    from .eval.recording import write_recordings
+    from .recordings import RecordingProblem
+
+    paths = list(args.paths)
+    name = args.format
+    if name is None and len(paths) > 1 and paths[0] in LEGACY_IMPORT_KINDS and not Path(paths[0]).exists():
+        name = paths.pop(0)  # the older ``hermeslab import KIND PATH`` form
+    if name == "lab" and not args.session:
+        raise SystemExit("hermeslab: import lab needs --session ID")
+    out = Path(args.out) if args.out else Path(f"{Path(paths[0]).stem}.recordings.jsonl")
     try:
-        if args.kind == "openai":
-            recordings = import_openai_jsonl(source)
-        elif args.kind == "hermes-state":
-            recordings = import_hermes_state(source, session_id=args.session)
-        else:
-            if not args.session:
-                raise SystemExit("hermeslab: import lab needs --session ID")
-            recording = import_lab(source, args.session)
-            recording.tools = builtin_tool_schemas(_load_config(args.config), recording.messages)
-            recordings = [recording]
-        problems: list[RecordingProblem] = []
-        written = write_recordings(out, recordings, problems=problems)
+        source_format = format_named(name) if name else None
+        options = ImportOptions(session=args.session, config=_load_config(args.config))
+        report = import_paths(paths, source_format=source_format, options=options)
+        unwritable: list[RecordingProblem] = []
+        written = write_recordings(out, report.recordings, problems=unwritable)
     except (OSError, ValueError) as exc:
         raise SystemExit(f"hermeslab: {exc}") from None
-    if isinstance(recordings, RecordingsFile):
-        problems = recordings.problems + problems
-    print(f"imported {written} recording(s) from {source} into {out}; {len(problems)} problem(s)")
-    for problem in problems[:20]:
-        print(f"  {problem}")
-    if len(problems) > 20:
-        print(f"  ... and {len(problems) - 20} more")
-    return 1 if problems else 0
+    for taken in report.taken:
+        print(f"took {taken}")
+    skipped = [str(skip) for skip in report.skipped] + [str(problem) for problem in unwritable]
+    for line in skipped:
+        print(f"skipped {line}")
+    print(f"imported {written} recording(s) from {', '.join(paths)} into {out}; {len(skipped)} skipped")
+    return 1 if skipped else 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -313,7 +314,6 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from .core.config import load_config
     from .eval.ab import (
         FlatSweepWarning,
         ReplayCell,
@@ -323,6 +323,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     from .eval.stats import paired_compare
     from .eval.tables import LEGEND, PLAIN_COLUMNS, default_price_note
+    from .policies.loading import load_config
 
     configs = {config_label(spec): spec for spec in args.config}
     if len(configs) < len(args.config):
@@ -497,12 +498,16 @@ def cmd_exam(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    """Every compression preset, where its policy comes from, and one line on what it does."""
-    from .core.presets import PRESETS
-    from .core.zoo_presets import describe_presets
+    """Every compression preset: its agent, the source and commit it was read from, the package that brought it,
+    and one line on what it does; then one line per policy that could not be used."""
+    from .policies.registry import registry
 
-    for name, source, policy in describe_presets(PRESETS):
-        print(f"{name}\n  source: {source}\n  policy: {policy}")
+    found = registry()
+    for name, (preset, entry) in found.presets.items():
+        print(f"{name}\n  agent: {entry.policy.agent}\n  source: {entry.policy.source}\n"
+              f"  package: {entry.package} ({entry.origin})\n  policy: {preset.summary}")
+    for problem in found.problems:
+        print(f"not usable: {problem}")
     return 0
 
 
@@ -608,14 +613,17 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_server.add_argument("--host", default="127.0.0.1", help="address for --http (default 127.0.0.1)")
     mcp_server.set_defaults(func=cmd_mcp_server)
 
-    importer = sub.add_parser("import", help="turn other logs into recorded sessions (JSONL); exit 1 on problems",
-                              description="Write recorded sessions (the shared datasets' JSONL format) from "
-                                          "an OpenAI chat JSONL file, a Hermes state.db or a hermeslab lab. "
-                                          "Bad lines and sessions are listed and left out.")
-    importer.add_argument("kind", choices=("openai", "hermes-state", "lab"),
-                          help="what PATH is: an OpenAI chat JSONL file, a Hermes state.db or a hermeslab lab")
-    importer.add_argument("path", help="the file to read (JSONL, state.db or lab.duckdb)")
-    importer.add_argument("--out", help="JSONL file to write (default: <name>.recordings.jsonl here)")
+    importer = sub.add_parser(
+        "import", help="turn other agents' logs into recorded sessions (JSONL); exit 1 when anything is skipped",
+        description="Write recorded sessions (the shared datasets' JSONL format) from files and folders of "
+                    "agent logs, each file's format detected from its content. Every file taken and every file, "
+                    "line or session skipped is listed with the reason; the output is written whole or not at "
+                    "all. The older form IMPORT KIND PATH (kind openai, hermes-state or lab) still works.")
+    importer.add_argument("paths", nargs="+", metavar="PATH", help="files and folders to read")
+    importer.add_argument("-o", "--out", help="JSONL file to write (default: <first PATH's name>.recordings.jsonl "
+                                              "here)")
+    importer.add_argument("--format", help="read every file as this format instead of detecting it (see "
+                                           "docs: openai, hermes-state, lab and the agent log formats)")
     importer.add_argument("--session", help="lab: the session to import (required); hermes-state: only its "
                                             "conversation")
     importer.add_argument("--config", help="lab: the config whose built-in tool schemas are attached")

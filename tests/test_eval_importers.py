@@ -89,7 +89,7 @@ def test_cli_import_openai_writes_the_good_lines_and_lists_the_bad_ones(tmp_path
     out = tmp_path / "out.jsonl"
     assert main(["import", "openai", str(path), "--out", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert f"imported 1 recording(s) from {path} into {out}; 1 problem(s)" in printed
+    assert f"imported 1 recording(s) from {path} into {out}; 1 skipped" in printed
     assert f"{path}:2: broken JSON" in printed
     assert [r.id for r in load_recordings(out)] == ["in/1"]
 
@@ -464,7 +464,7 @@ def test_hermes_chains_place_every_session_once_even_in_a_loop():
 def test_cli_import_hermes_state(hermes_db, tmp_path, capsys):
     out = tmp_path / "hermes.jsonl"
     assert main(["import", "hermes-state", str(hermes_db), "--out", str(out)]) == 0
-    assert f"imported 4 recording(s) from {hermes_db} into {out}; 0 problem(s)" in capsys.readouterr().out
+    assert f"imported 4 recording(s) from {hermes_db} into {out}; 0 skipped" in capsys.readouterr().out
     assert [r.id for r in read_recordings(out)] == ["ip1", "r1", "b1", "c1"]
 
 

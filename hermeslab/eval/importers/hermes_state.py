@@ -1,10 +1,8 @@
-"""Recordings from elsewhere: OpenAI chat JSONL and a Hermes ``state.db``.
+"""Hermes ``state.db``: one recording per logical conversation, its original transcript.
 
-Every importer answers with `Recording`s in the recorded-session format, so an
-imported conversation can be replayed and compared like the shared datasets.
-hermeslab's own lab is read by `hermeslab.recordings.lab.import_lab`, which
-also says what a recording of a compressed conversation holds: its full
-original transcript, with the compressions' points in ``meta``.
+What a recording of a compressed conversation holds is said by
+`hermeslab.recordings.lab`: the full original transcript, with the
+compressions' points in ``meta``.
 
 A Hermes ``state.db`` is reconstructed, since Hermes marks no row as written by
 a compression: a block of compaction rows is recognised by its content — a
@@ -24,76 +22,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermeslab.core.messages import Message, text_of
-from hermeslab.recordings import Recording, json_kind, recorded_call, recorded_text
+from hermeslab.core.messages import Message
+from hermeslab.recordings import Recording, recorded_call, recorded_text
 from hermeslab.recordings.lab import walk_chain
 
-from .recording import RecordingsFile
-
-# ---------------------------------------------------------------- OpenAI chat JSONL
-
-#: Keys the OpenAI SDK writes as null or empty on every message; they carry nothing.
-_EMPTY_SDK_KEYS = ("refusal", "audio", "function_call", "annotations", "tool_calls")
-
-
-def import_openai_jsonl(path: str | Path) -> RecordingsFile:
-    """Recordings from OpenAI chat JSONL: ``{"messages": [...], "tools"?: [...]}`` lines or bare message lists.
-
-    Iterate the result; lines that cannot be imported are in its ``problems``.
-    A line's ``id`` is its own ``id`` when it has one, else ``<file stem>/<line>``.
-    Fine-tuning ``weight`` keys and the SDK's empty fields are dropped, a missing
-    assistant content becomes ``""`` and text-only content parts are joined.
-    """
-    source = Path(path).expanduser()
-    stem = source.stem
-
-    def parse(data: Any, line: int) -> dict[str, Any]:
-        if isinstance(data, list):
-            data = {"messages": data}
-        if not isinstance(data, dict):
-            raise ValueError(f"expected an object with 'messages' or a list of messages, got {json_kind(data)}")
-        if "messages" not in data:
-            raise ValueError(f"no 'messages' in this line (keys: {', '.join(sorted(data)) or 'none'})")
-        messages = data["messages"]
-        line_id = data.get("id")
-        return {
-            "id": line_id if isinstance(line_id, str) and line_id else f"{stem}/{line}",
-            "source": str(source),
-            "license": None,
-            "model": data.get("model") if isinstance(data.get("model"), str) else None,
-            "messages": [_openai_message(m) for m in messages] if isinstance(messages, list) else messages,
-            "tools": data.get("tools"),
-            "meta": {"importer": "openai", "line": line},
-        }
-
-    return RecordingsFile(source, parse)
-
-
-def _openai_message(message: Any) -> Any:
-    if not isinstance(message, dict):
-        return message
-    clean = {key: value for key, value in message.items()
-             if key != "weight" and not (key in _EMPTY_SDK_KEYS and value in (None, []))}
-    content = clean.get("content")
-    if content is None and clean.get("role") == "assistant":
-        clean["content"] = ""
-    elif isinstance(content, list) and content and all(
-            isinstance(part, dict) and part.get("type") == "text" for part in content):
-        clean["content"] = text_of(clean)
-    calls = clean.get("tool_calls")
-    if isinstance(calls, list):
-        clean["tool_calls"] = [{"type": "function", **call} if isinstance(call, dict) and "type" not in call else call
-                               for call in calls]
-    return clean
-
-
-# ---------------------------------------------------------------- Hermes state.db
+from .base import ImportOptions, Skip, SourceFormat
+from .transcript import finished
 
 #: Openings of the handoff summaries Hermes writes (current and older releases).
 HERMES_SUMMARY_MARKERS = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
@@ -331,3 +271,22 @@ def _json_object(text: Any) -> dict[str, Any]:
     except (TypeError, json.JSONDecodeError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# ---------------------------------------------------------------- as a source format
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
+    try:
+        recordings = import_hermes_state(path, session_id=options.session)
+    except ValueError as exc:
+        yield Skip(str(path), str(exc))
+        return
+    for recording in recordings:
+        yield finished(recording, f"{path}: session {recording.id}")
+
+
+FORMAT = SourceFormat("hermes-state", "a Hermes state.db (SQLite): every conversation, compactions undone",
+                      lambda sample: sample.head.startswith(SQLITE_MAGIC), _read)

@@ -1,0 +1,36 @@
+"""Recordings from other agents' logs: one module per source format, detection, and importing folders.
+
+Every importer answers with `Recording`s in the recorded-session format, so an
+imported conversation can be replayed and compared like the shared datasets.
+``base`` says what a format module provides; ``detect`` tells formats apart;
+``gather`` walks files and folders and accounts for every skip; ``transcript``
+turns another agent's events into the format's messages. The formats:
+
+* ``openai`` — OpenAI chat JSONL;
+* ``hermes_state`` — a Hermes ``state.db``, compactions undone;
+* ``lab`` — hermeslab's own lab.
+"""
+
+from .base import ImportOptions, Sample, Skip, SourceFormat
+from .detect import FORMATS, detect, format_named, sample_of
+from .gather import ImportReport, Taken, import_paths
+from .hermes_state import HermesTranscript, hermes_chains, import_hermes_state
+from .openai import import_openai_jsonl
+
+__all__ = [
+    "FORMATS",
+    "HermesTranscript",
+    "ImportOptions",
+    "ImportReport",
+    "Sample",
+    "Skip",
+    "SourceFormat",
+    "Taken",
+    "detect",
+    "format_named",
+    "hermes_chains",
+    "import_hermes_state",
+    "import_openai_jsonl",
+    "import_paths",
+    "sample_of",
+]

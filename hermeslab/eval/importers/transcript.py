@@ -1,0 +1,74 @@
+"""Another agent's turns, brought into the recorded-session shape one event at a time.
+
+Agents log a turn as text, tool calls and tool results in their own order and
+encodings; the recorded-session format wants string content, calls attached
+to an assistant message, and each call answered once by a ``tool`` message.
+`Transcript` does the attaching, and `finished` checks the result with the
+format's own validator, so a conversation is taken whole or skipped whole
+with the first reason — never written half right.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermeslab.core.messages import Message
+from hermeslab.recordings import Recording, recorded_text, validate_recording
+
+from .base import Skip
+
+
+def arguments_json(arguments: Any) -> str:
+    """Tool-call arguments as the JSON object string the format wants.
+
+    A dict is encoded; a string that already encodes an object is kept; any
+    other value (a free-form patch, a bare command) becomes ``{"input": value}``.
+    """
+    if isinstance(arguments, dict):
+        return json.dumps(arguments, ensure_ascii=False)
+    if isinstance(arguments, str):
+        try:
+            if isinstance(json.loads(arguments), dict):
+                return arguments
+        except json.JSONDecodeError:
+            pass
+    return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+@dataclass
+class Transcript:
+    """Messages built from events: text turns, tool calls joined to the assistant turn they belong to, results."""
+
+    messages: list[Message] = field(default_factory=list)
+
+    def say(self, role: str, content: Any) -> None:
+        """A turn of text (content parts are joined into text, null becomes "")."""
+        self.messages.append({"role": role, "content": recorded_text(content)})
+
+    def call(self, call_id: str, name: str, arguments: Any) -> None:
+        """A tool call, added to the assistant turn just before it, or to a new one."""
+        entry = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_json(arguments)}}
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "assistant":
+            last.setdefault("tool_calls", []).append(entry)
+        else:
+            self.messages.append({"role": "assistant", "content": "", "tool_calls": [entry]})
+
+    def answer(self, call_id: str, content: Any) -> None:
+        """The result of the call ``call_id``."""
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": recorded_text(content)})
+
+
+def finished(recording: Recording, where: str) -> Recording | Skip:
+    """The recording when the format accepts it, else a Skip naming its first problem and how many more."""
+    if not recording.messages:
+        return Skip(where, "no messages in this conversation")
+    problems = validate_recording(recording.to_dict())
+    if not problems:
+        return recording
+    first = problems[0]
+    at = f"message {first.message_index}: " if first.message_index is not None else ""
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return Skip(where, f"{at}{first.reason}{more}")

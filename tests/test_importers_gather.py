@@ -1,0 +1,127 @@
+"""Importing folders of mixed formats: detection, the account of every skip, and one recordings file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hermeslab.cli import main
+from hermeslab.eval.importers import ImportOptions, detect, format_named, import_paths, sample_of
+from hermeslab.eval.recording import load_recordings
+from hermeslab.recordings import validate_recording
+
+
+def _old_state_db(path: Path) -> Path:
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, started_at REAL, system_prompt TEXT)")
+        con.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, "
+                    "tool_call_id TEXT, tool_calls TEXT)")
+        con.execute("INSERT INTO sessions VALUES ('old', 'cli', 1.0, 'Be brief.')")
+        con.execute("INSERT INTO messages (session_id, role, content) VALUES ('old', 'user', 'hi'), "
+                    "('old', 'assistant', 'hello')")
+    return path
+
+
+def _mixed_folder(root: Path) -> Path:
+    folder = root / "logs"
+    (folder / "nested").mkdir(parents=True)
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    (folder / "chats.jsonl").write_text(json.dumps(chat) + "\n" + json.dumps({"id": "named", "messages": chat})
+                                        + "\n{broken\n")
+    _old_state_db(folder / "nested" / "state.db")
+    (folder / "notes.txt").write_text("just some notes\n")
+    (folder / "other.json").write_text(json.dumps({"hello": "world"}))
+    return folder
+
+
+def test_a_mixed_folder_is_one_recordings_file_and_every_skip_is_listed(tmp_path, capsys):
+    folder = _mixed_folder(tmp_path)
+    out = tmp_path / "all.jsonl"
+    assert main(["import", str(folder), "-o", str(out)]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert [r.id for r in load_recordings(out)] == ["chats/1", "named", "old"]
+    assert f"took {folder / 'chats.jsonl'}: 2 recording(s) (openai)" in printed
+    assert f"took {folder / 'nested' / 'state.db'}: 1 recording(s) (hermes-state)" in printed
+    skipped = [line for line in printed if line.startswith("skipped ")]
+    assert [line.split(": ")[0] for line in skipped] == [
+        f"skipped {folder / 'chats.jsonl'}:3", f"skipped {folder / 'notes.txt'}", f"skipped {folder / 'other.json'}"]
+    assert "broken JSON" in skipped[0]
+    assert "not a format hermeslab imports (text that is not JSON" in skipped[1]
+    assert "JSON document of objects with keys hello" in skipped[2]
+    assert printed[-1] == f"imported 3 recording(s) from {folder} into {out}; 3 skipped"
+
+
+def test_nothing_skipped_exits_zero(tmp_path, capsys):
+    db = _old_state_db(tmp_path / "state.db")
+    out = tmp_path / "one.jsonl"
+    assert main(["import", str(db), "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"imported 1 recording(s) from {db} into {out}; 0 skipped"
+
+
+def test_a_repeated_id_and_a_missing_path_are_skips(tmp_path):
+    chat = {"id": "same", "messages": [{"role": "user", "content": "hi"}]}
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text(json.dumps(chat) + "\n")
+    report = import_paths([tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "gone.jsonl"])
+    assert [r.id for r in report.recordings] == ["same"]
+    assert [str(s) for s in report.skipped] == [
+        f"{tmp_path / 'b.jsonl'}: same: the id 'same' was already taken from {tmp_path / 'a.jsonl'}",
+        f"{tmp_path / 'gone.jsonl'}: no such file or folder"]
+
+
+def test_a_forced_format_reads_what_detection_would_not(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    assert detect(sample_of(path)).name == "openai"
+    report = import_paths([path], source_format=format_named("hermes-state"))
+    assert report.recordings == [] and "cannot read" in report.skipped[0].reason
+
+
+def test_the_older_kind_first_form_still_works(tmp_path, capsys):
+    db = _old_state_db(tmp_path / "state.db")
+    out = tmp_path / "one.jsonl"
+    assert main(["import", "hermes-state", str(db), "--out", str(out)]) == 0
+    assert [r.id for r in load_recordings(out)] == ["old"]
+
+
+def test_a_lab_without_a_session_is_a_skip_that_says_what_to_give(tmp_path):
+    lab = tmp_path / "lab.duckdb"
+    lab.write_bytes(b"\x00" * 8 + b"DUCK" + b"\x00" * 100)
+    report = import_paths([lab], options=ImportOptions())
+    assert [s.reason for s in report.skipped] == [
+        "a hermeslab lab holds many conversations: give --session ID to pick one"]
+
+
+def test_an_unknown_forced_format_is_one_clear_line(tmp_path):
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    try:
+        main(["import", str(tmp_path / "a.jsonl"), "--format", "nope", "-o", str(tmp_path / "o.jsonl")])
+    except SystemExit as exc:
+        assert str(exc).startswith("hermeslab: unknown format 'nope' (formats are: ")
+    else:
+        raise AssertionError("an unknown format was accepted")
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=300),
+                 st.lists(st.text(max_size=40), max_size=6).map(lambda ls: "\n".join(ls).encode()),
+                 st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+                              lambda inner: st.lists(inner, max_size=4)
+                              | st.dictionaries(st.sampled_from(["messages", "role", "content", "type", "id"]),
+                                                inner, max_size=4),
+                              max_leaves=12).map(lambda v: json.dumps(v).encode())))
+def test_any_file_gives_valid_recordings_or_skips_never_an_exception(tmp_path, data):
+    path = tmp_path / "input"
+    path.write_bytes(data)
+    report = import_paths([path])
+    for recording in report.recordings:
+        assert validate_recording(recording.to_dict()) == []
+    assert all(skip.reason and "\n" not in skip.reason for skip in report.skipped)
+    assert report.recordings or report.skipped
