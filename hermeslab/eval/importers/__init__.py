@@ -8,7 +8,8 @@ turns another agent's events into the format's messages. The formats:
 
 * ``openai`` — OpenAI chat JSONL;
 * ``hermes_state`` — a Hermes ``state.db``, compactions undone;
-* ``lab`` — hermeslab's own lab.
+* ``lab`` — hermeslab's own lab;
+* ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories.
 """
 
 from .base import ImportOptions, Sample, Skip, SourceFormat

@@ -20,6 +20,19 @@ from hermeslab.recordings import Recording, recorded_text, validate_recording
 from .base import Skip
 
 
+#: Content-part types that carry text, across the chat, Responses and Anthropic APIs.
+TEXT_PARTS = ("text", "input_text", "output_text")
+
+
+def content_text(content: Any) -> str:
+    """Content as one string: text parts of any API joined by newlines, other parts (images) left out."""
+    if isinstance(content, list):
+        return "\n".join(part["text"] for part in content
+                         if isinstance(part, dict) and part.get("type") in TEXT_PARTS
+                         and isinstance(part.get("text"), str))
+    return recorded_text(content)
+
+
 def arguments_json(arguments: Any) -> str:
     """Tool-call arguments as the JSON object string the format wants.
 
@@ -45,7 +58,7 @@ class Transcript:
 
     def say(self, role: str, content: Any) -> None:
         """A turn of text (content parts are joined into text, null becomes "")."""
-        self.messages.append({"role": role, "content": recorded_text(content)})
+        self.messages.append({"role": role, "content": content_text(content)})
 
     def call(self, call_id: str, name: str, arguments: Any) -> None:
         """A tool call, added to the assistant turn just before it, or to a new one."""
@@ -58,7 +71,32 @@ class Transcript:
 
     def answer(self, call_id: str, content: Any) -> None:
         """The result of the call ``call_id``."""
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": recorded_text(content)})
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content_text(content)})
+
+    def response_item(self, item: dict[str, Any]) -> bool:
+        """One OpenAI Responses API item (message, function or custom tool call, its output); False if not one.
+
+        Reasoning items are left out: they are the model's own notes, not turns
+        of the conversation a replay sends.
+        """
+        kind = item.get("type")
+        if kind == "message" and item.get("role") in ("system", "developer", "user", "assistant"):
+            self.say("system" if item["role"] == "developer" else item["role"], item.get("content"))
+        elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            arguments = item.get("arguments", item.get("input", item.get("action")))
+            self.call(str(item.get("call_id") or item.get("id") or ""), str(item.get("name") or "shell"), arguments)
+        elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            self.answer(str(item.get("call_id") or ""), _output_text(item.get("output")))
+        elif kind != "reasoning":
+            return False
+        return True
+
+
+def _output_text(output: Any) -> Any:
+    """A tool output as text: Codex wraps some as ``{"output": ..., "metadata": ...}``."""
+    if isinstance(output, dict) and "output" in output:
+        return output["output"]
+    return output
 
 
 def finished(recording: Recording, where: str) -> Recording | Skip:
