@@ -9,7 +9,8 @@ turns another agent's events into the format's messages. The formats:
 * ``openai`` — OpenAI chat JSONL;
 * ``hermes_state`` — a Hermes ``state.db``, compactions undone;
 * ``lab`` — hermeslab's own lab;
-* ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories.
+* ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories;
+* ``sweagent`` — SWE-agent ``.traj`` trajectories.
 """
 
 from .base import ImportOptions, Sample, Skip, SourceFormat

@@ -15,10 +15,12 @@ from typing import Any
 
 from hermeslab.recordings import json_kind
 
-from . import hermes_state, lab, minisweagent, openai
+from . import hermes_state, lab, minisweagent, openai, sweagent
 from .base import Sample, SourceFormat
 
-FORMATS: tuple[SourceFormat, ...] = (hermes_state.FORMAT, lab.FORMAT, minisweagent.FORMAT, openai.FORMAT)
+FORMATS: tuple[SourceFormat, ...] = (
+    hermes_state.FORMAT, lab.FORMAT, minisweagent.FORMAT, sweagent.FORMAT, openai.FORMAT,
+)
 #: How many bytes decide a binary format, and how many JSONL lines a text one.
 HEAD_BYTES = 4096
 SAMPLE_LINES = 5
