@@ -521,7 +521,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
             raise SystemExit(f"hermeslab: reference status takes no argument (got {args.which!r}); it shows all")
         return 0 if install.status() else 1
     if args.which is None:
-        raise SystemExit("hermeslab: reference install needs what to install: hermes, openhands or all")
+        raise SystemExit("hermeslab: reference install needs what to install: hermes, openhands, zoo or all")
     try:
         install.install(args.which)
     except HermesReferenceError as exc:
@@ -716,8 +716,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "comparisons and their tests use (hundreds of MB), or show which are installed")
     reference.add_argument("action", choices=("install", "status"),
                            help="install an environment (announcing its size first), or status to list what is there")
-    reference.add_argument("which", nargs="?", choices=("hermes", "openhands", "all"), default=None,
-                           help="what to install: hermes (hermes-agent 0.19.0), openhands (two releases) or all")
+    reference.add_argument("which", nargs="?", choices=("hermes", "openhands", "zoo", "all"), default=None,
+                           help="what to install: hermes (hermes-agent 0.19.0), openhands (two releases), zoo "
+                                "(the zoo agents published as Python packages) or all")
     reference.set_defaults(func=cmd_reference)
     return parser
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hermeslab.reference.openhands import venv as openhands_venv
+from hermeslab.reference.zoo import venv as packaged_venv
 from hermeslab.reference.venv import (
     HERMES_REQUIREMENT,
     default_venv_path,
@@ -50,12 +51,19 @@ ENVIRONMENTS: dict[str, tuple[Environment, ...]] = {
                     lambda echo, release=release: openhands_venv.install_venv(release, echo=echo))
         for release, download, disk in ((openhands_venv.SDK, 115, 480), (openhands_venv.LEGACY, 340, 1890))
     ),
+    "zoo": tuple(
+        Environment(package.folder, package.requirement, download, disk,
+                    lambda package=package: packaged_venv.default_path(package),
+                    lambda path, package=package: packaged_venv.is_complete(path, package),
+                    lambda echo, package=package: packaged_venv.install_venv(package, echo=echo))
+        for package, download, disk in ((packaged_venv.AIDER, 150, 670),)
+    ),
 }
 CHOICES = (*ENVIRONMENTS, "all")
 
 
 def environments(which: str) -> tuple[Environment, ...]:
-    """The environments ``which`` names (``hermes``, ``openhands`` or ``all``); ValueError for another name."""
+    """The environments ``which`` names (``hermes``, ``openhands``, ``zoo`` or ``all``); ValueError otherwise."""
     if which == "all":
         return tuple(env for group in ENVIRONMENTS.values() for env in group)
     if which not in ENVIRONMENTS:

@@ -1,0 +1,155 @@
+"""The virtualenvs that hold the zoo agents published on the package index, one per package, installed on request.
+
+Each agent pins libraries hermeslab must not inherit, so each gets a
+virtualenv under ``~/.cache/hermeslab`` (or ``$HERMESLAB_ZOO_HOME``), built
+with the first Python found that the package accepts. A marker file written
+last records a completed install and a lock file makes concurrent installs
+wait. Only ``hermeslab reference install zoo`` installs; every other caller
+gets the installed venv or a ``ReferenceNotInstalledError`` naming that
+command. Where ``constraints/<package>-<version>.txt`` exists (a ``pip
+freeze`` of the venv the comparison was measured in), the install is pinned
+to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from hermeslab.reference.errors import HermesReferenceError
+from hermeslab.reference.venv import ReferenceNotInstalledError, run_streamed
+
+MARKER_NAME = "hermeslab-venv.json"
+CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
+HOME_ENV_VAR = "HERMESLAB_ZOO_HOME"
+INSTALL_COMMAND = "hermeslab reference install zoo"
+
+
+class ZooReferenceError(HermesReferenceError):
+    """A zoo agent's package could not be installed, started, or could not answer."""
+
+
+class ZooNotInstalledError(ReferenceNotInstalledError, ZooReferenceError):
+    """A zoo agent's package is needed and not installed."""
+
+
+@dataclass(frozen=True)
+class Package:
+    """One agent's distribution pinned to a version, the module whose import proves it, the Pythons it accepts."""
+
+    distribution: str
+    version: str
+    probe: str
+    #: Oldest and newest (major, minor) the package declares.
+    pythons: tuple[tuple[int, int], tuple[int, int]]
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def folder(self) -> str:
+        return f"{self.distribution}-{self.version}"
+
+
+def venv_python(path: Path) -> Path:
+    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def default_path(package: Package) -> Path:
+    home = os.environ.get(HOME_ENV_VAR)
+    return (Path(home).expanduser() if home else Path.home() / ".cache" / "hermeslab") / package.folder
+
+
+def find_python(package: Package) -> str:
+    """A Python the package accepts: this one, then ``python3.x`` on the path, then pyenv's versions."""
+    low, high = package.pythons
+    candidates = [sys.executable] + [shutil.which(f"python3.{minor}") for minor in range(high[1], low[1] - 1, -1)]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    if pyenv.is_dir():
+        candidates += [str(p / "bin" / "python3") for p in sorted(pyenv.iterdir(), reverse=True)]
+    check = f"import sys; print({low} <= sys.version_info[:2] <= {high})"
+    for candidate in filter(None, candidates):
+        try:
+            found = subprocess.run([candidate, "-I", "-c", check], capture_output=True, text=True, timeout=60,
+                                   check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if found.returncode == 0 and found.stdout.strip() == "True":
+            return candidate
+    raise ZooReferenceError(f"{package.requirement} needs Python {low[0]}.{low[1]} to {high[0]}.{high[1]} and "
+                            "none was found")
+
+
+def is_complete(path: Path, package: Package) -> bool:
+    try:
+        marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(marker, dict) and marker.get("requirement") == package.requirement
+            and marker.get("complete") is True and venv_python(path).exists())
+
+
+def installed_venv(package: Package, path: Path | None = None) -> Path:
+    """The installed virtualenv holding ``package``; never installs it."""
+    target = Path(path).expanduser() if path is not None else default_path(package)
+    if is_complete(target, package):
+        return target
+    command = (INSTALL_COMMAND if target == default_path(package)
+               else f"{HOME_ENV_VAR}={target.parent} {INSTALL_COMMAND}")
+    raise ZooNotInstalledError(f"the {package.requirement} reference environment", target, command)
+
+
+def install_venv(package: Package, path: Path | None = None, echo: Callable[[str], None] = print) -> Path:
+    """Install ``package`` into its virtualenv, streaming pip's output to ``echo``; a completed install is reused."""
+    target = Path(path).expanduser() if path is not None else default_path(package)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / f".{target.name}.lock")):
+            if not is_complete(target, package):
+                _install(target, package, echo)
+    except OSError as exc:
+        raise ZooReferenceError(f"could not prepare the {package.distribution} venv at {target}: {exc}") from exc
+    return target
+
+
+def _install(target: Path, package: Package, echo: Callable[[str], None]) -> None:
+    started = time.perf_counter()
+    if target.exists() and not (target / "pyvenv.cfg").exists():
+        raise ZooReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
+    if not venv_python(target).exists():
+        base = find_python(package)
+        echo(f"  creating a virtualenv with {base}")
+        made = subprocess.run([base, "-m", "venv", str(target)], capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            raise ZooReferenceError(f"could not create a virtualenv at {target}:\n{made.stderr[-2000:]}")
+    python = str(venv_python(target))
+    pins = CONSTRAINTS / f"{package.folder}.txt"
+    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    command += ["-c", str(pins)] if pins.exists() else []
+    returncode, output = run_streamed([*command, package.requirement], echo)
+    if returncode != 0:
+        raise ZooReferenceError(f"pip install {package.requirement} failed (exit code {returncode}); "
+                                f"is the package index reachable?\n{output}")
+    check = subprocess.run([python, "-I", "-c", f"import {package.probe}"], capture_output=True, text=True,
+                           check=False)
+    if check.returncode != 0:
+        raise ZooReferenceError(f"{package.requirement} installed but {package.probe} does not import:\n"
+                                f"{check.stderr[-2000:]}")
+    marker = {"requirement": package.requirement, "complete": True,
+              "install_seconds": round(time.perf_counter() - started, 1),
+              "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    (target / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+#: Aider: ``aider.history.ChatSummary`` and the budget arithmetic in ``aider.models.Model``.
+AIDER = Package("aider-chat", "0.86.2", "aider.history", ((3, 10), (3, 12)))

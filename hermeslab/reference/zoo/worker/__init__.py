@@ -1,0 +1,1 @@
+"""Worker modules run under a zoo agent's own virtualenv (see ``__main__``); nothing here imports hermeslab."""
