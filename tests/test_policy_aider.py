@@ -100,7 +100,7 @@ def test_finished_turns_within_the_budget_stay_as_they_are():
 
 
 def test_the_older_part_becomes_one_user_summary_and_the_newest_under_half_the_budget_stay():
-    """history.py:47-62 and 90-94: the tail is the newest messages under 1,024 // 2 tokens, starting after an
+    """history.py:46-61 and 89-93: the tail is the newest messages under 1,024 // 2 tokens, starting after an
     assistant message; the current turn (from the newest user message) is never touched."""
     done = [user(100, "u0"), assistant(100, "a0"), user(100, "u1"), assistant(100, "a1"),
             user(100, "u2"), assistant(300, "a2"), user(200, "u3"), assistant(200, "a3")]
@@ -116,7 +116,7 @@ def test_the_older_part_becomes_one_user_summary_and_the_newest_under_half_the_b
 
 
 def test_with_four_messages_or_fewer_everything_is_summarised_and_ok_follows():
-    """history.py:43-45 and 28-31: four finished messages are summarised whole; the summary is a user message,
+    """history.py:42-44 and 27-31: four finished messages are summarised whole; the summary is a user message,
     so an assistant acknowledgement follows before the current turn."""
     done = [user(600), assistant(600), user(10), assistant(10)]
     outcome = aider_chat_summary([*done, user(5, "now")], zoo(), {})
@@ -144,7 +144,7 @@ def test_a_failed_summary_drops_the_finished_turns():
 
 
 def test_the_summary_recurses_while_summary_and_tail_exceed_the_budget():
-    """history.py:90-97: a summary that with the tail still exceeds the budget is summarised again, deeper."""
+    """history.py:89-96: a summary that with the tail still exceeds the budget is summarised again, deeper."""
     big = dict(estimate=lambda m: 1_000 if m.get("_compressed_summary") else tokens(m))
     done = [user(100), assistant(100)] * 6
     summariser = Fixed()

@@ -211,19 +211,19 @@ CITATIONS = (
              "aider/history.py:15-18, aider/coders/base_coder.py:1002-1004"),
     Citation("finished turns move to done_messages and are checked at the end of each turn", "finished_turns",
              "aider/coders/base_coder.py:1036-1038"),
-    Citation("min_split = 4; depth > 3 summarises everything", "MIN_SPLIT, MAX_DEPTH", "aider/history.py:43-45"),
+    Citation("min_split = 4; depth > 3 summarises everything", "MIN_SPLIT, MAX_DEPTH", "aider/history.py:42-44"),
     Citation("kept tail: newest messages whose tokens stay under max_tokens // 2", "plan",
-             "aider/history.py:47-58"),
-    Citation("the summarised head ends with an assistant message", "plan", "aider/history.py:60-62"),
-    Citation("split at or under 4 summarises everything", "plan", "aider/history.py:64-65"),
+             "aider/history.py:46-57"),
+    Citation("the summarised head ends with an assistant message", "plan", "aider/history.py:59-61"),
+    Citation("split at or under 4 summarises everything", "plan", "aider/history.py:63-64"),
     Citation("head sized to the summariser's max_input_tokens less 512 (4,096 when unknown); the rest of the "
-             "head is dropped", "INPUT_MARGIN, plan", "aider/history.py:73-86"),
+             "head is dropped", "INPUT_MARGIN, plan", "aider/history.py:72-87"),
     Citation("summary plus tail under the budget ends; otherwise recurse one level deeper", "summarise_history",
-             "aider/history.py:90-97"),
+             "aider/history.py:89-96"),
     Citation("the summary is one user message; an assistant 'Ok.' follows when the result ends otherwise",
-             "summarise_history", "aider/history.py:28-31, 121-124"),
+             "summarise_history", "aider/history.py:27-31, 114-119"),
     Citation("a failed summary leaves done_messages empty (the worker's result is never set)",
-             "aider_chat_summary", "aider/coders/base_coder.py:1014-1034, aider/history.py:128"),
+             "aider_chat_summary", "aider/coders/base_coder.py:1014-1034, aider/history.py:123"),
 )
 
 POLICY = Policy(
