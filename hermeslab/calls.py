@@ -137,7 +137,8 @@ class ModelCalls:
             usage, estimated = usage_or_estimate(response, estimate)
             source = usage_source(response, estimated)
             # The messages' text alone (no template markers) reads low: not a prompt size to calibrate by.
-            self.context.observe(counted, None if source in (ESTIMATE, SERVER_TOKENIZER) else usage.prompt_tokens)
+            self.context.observe(counted, None if source in (ESTIMATE, SERVER_TOKENIZER) else usage.prompt_tokens,
+                                 completion=usage.completion_tokens, history_length=len(history))
             result.add_usage(usage)
             if self._wants(ApiCallFinished):
                 self._emit(ApiCallFinished, **fields, model=request.model, server_model=response.model or None,

@@ -15,6 +15,11 @@ live loop's by construction. The points, in the order a turn meets them:
   is compressed before any call, the turn's first too, without waiting;
 * ``after_tools`` — the per-turn check on the provider's reported prompt
   tokens of the call that asked for the tools;
+* with ``compression.usage_anchor`` (lean-era Hermes) every automatic check
+  compares the usage anchor instead: the latest reading's prompt and
+  completion tokens plus an estimate of only the messages added since; with
+  no anchor (the first request, or the first after a compaction) it waits one
+  request for a reading, unless the provider has shown it reports no usage;
 * ``before_send`` — right before every call, a prompt the count already puts
   over the window is made to fit (oldest turns dropped, then the longest
   texts cut, each counted) instead of being sent to be refused;
@@ -94,6 +99,11 @@ class ContextDriver:
         #: The history an automatic compression last found nothing to summarise in (its length and last
         #: message): the same history is not tried again (``strike_when_nothing_to_summarise`` off).
         self._idle: tuple[int, int] | None = None
+        #: The usage anchor (``usage_anchor``): the provider's prompt plus completion tokens of the latest
+        #: answered call and the length of the history it was sent with; None when there is none to trust.
+        self._anchor: tuple[int, int] | None = None
+        #: The latest answer came without usage: with no anchor to wait for, the estimate decides.
+        self._usage_missing = False
 
     @property
     def window(self) -> int:
@@ -138,6 +148,29 @@ class ContextDriver:
         text = system if isinstance(system, str) else str(system)
         return rough_messages_tokens(history) + (len(text) + 3) // 4 + rough_tool_schema_tokens(tools)
 
+    def anchored(self, history: Sequence[Message]) -> int | None:
+        """The usage anchor's measure of ``history``: the anchored reading plus an estimate of the messages
+        added since, leaving out the reply the completion tokens already count; None without an anchor."""
+        if self._anchor is None or len(history) < self._anchor[1]:
+            return None
+        tokens, length = self._anchor
+        added = list(history[length:])
+        if added and added[0].get("role") == "assistant":
+            added = added[1:]
+        if not added:
+            return tokens
+        if self.compactor is not None and self.compactor.cfg.estimator == "rough":
+            return tokens + self.compactor.estimate_request(added, None)
+        return tokens + self.calibration.apply(sum(self.counter.count_message(m) for m in added))
+
+    def _anchored_or_waits(self, history: Sequence[Message], tools: Sequence[dict] | None) -> int | None:
+        """The measure an automatic trigger compares (``usage_anchor``), or None when it waits one request
+        for a reading: no anchor, and the provider has not shown that it reports no usage."""
+        tokens = self.anchored(history)
+        if tokens is not None:
+            return tokens
+        return self.measure(history, tools) if self._usage_missing else None
+
     def _defer(self, rough: int) -> bool:
         """Hermes's deferral of an estimate known to be noisy (``defer_to_real_usage``)."""
         threshold = self.compactor.budgets.threshold_tokens
@@ -153,9 +186,15 @@ class ContextDriver:
         self._rough_when_fit = max(baseline, rough)
         return True
 
-    def observe(self, counted: int, reported: int | None) -> None:
-        """One answered call: its local count and the provider's reading (None when it reported no usage)."""
+    def observe(self, counted: int, reported: int | None, *, completion: int | None = None,
+                history_length: int | None = None) -> None:
+        """One answered call: its local count and the provider's reading (None when it reported no usage);
+        with ``usage_anchor``, the reply's completion tokens and the history's length anchor later measures."""
         awaited, self.awaiting_reading = self.awaiting_reading, False
+        if reported and history_length is not None:
+            self._anchor, self._usage_missing = (reported + max(completion or 0, 0), history_length), False
+        elif not reported:
+            self._anchor, self._usage_missing = None, True
         if self.compactor is not None and self.compactor.cfg.defer_to_real_usage and reported:
             self._last_real = reported
             if reported < self.compactor.budgets.threshold_tokens:
@@ -214,7 +253,15 @@ class ContextDriver:
                     and rough_messages_tokens(body) < self.compactor.budgets.threshold_tokens):
                 self._passes = PREFLIGHT_PASSES
                 return None
-        tokens = self.request_rough(history, tools) if cfg.preflight_system_as_text else self.measure(history, tools)
+        if cfg.usage_anchor:
+            anchored = self._anchored_or_waits(history, tools)
+            if anchored is None:
+                self._passes = PREFLIGHT_PASSES
+                return None
+            tokens = anchored
+        else:
+            tokens = (self.request_rough(history, tools) if cfg.preflight_system_as_text
+                      else self.measure(history, tools))
         if self._last_pass is None and cfg.defer_to_real_usage and self._defer(tokens):
             self._passes = PREFLIGHT_PASSES
             return None
@@ -247,11 +294,17 @@ class ContextDriver:
         policy = self.compactor.policy
         if cfg.pressure_counts_against_overflow and policy.overflow_attempts >= cfg.max_overflow_attempts:
             return None
-        tokens = self.measure(self.wire(history), tools)
+        if cfg.usage_anchor:
+            anchored = self._anchored_or_waits(self.wire(history), tools)
+            if anchored is None:
+                return None
+            tokens = anchored
+        else:
+            tokens = self.measure(self.wire(history), tools)
         if cfg.defer_to_real_usage:
             if self._defer(tokens):
                 return None
-        elif self.awaiting_reading:
+        elif self.awaiting_reading and not cfg.usage_anchor:
             return None
         if policy.should_compress(tokens, "pressure"):
             if cfg.pressure_counts_against_overflow:
@@ -270,7 +323,13 @@ class ContextDriver:
 
     def after_tools(self, history: list[Message], tools: Sequence[dict] | None) -> Compaction | None:
         """The per-turn check once tool results are in, on the reading of the call that asked for them."""
-        if self.compactor is None or self.last_prompt_tokens is None:
+        if self.compactor is None:
+            return None
+        if self.compactor.cfg.usage_anchor and (anchored := self.anchored(history)) is not None:
+            if self.compactor.policy.should_compress(anchored, "turn"):
+                return self.run(history, "turn", tools)
+            return None
+        if self.last_prompt_tokens is None:
             return None
         tokens = self.last_prompt_tokens
         if tokens == 0:  # a compaction's prompt went unread (``usage_gap_settles_verdict``): Hermes's estimate
@@ -351,7 +410,7 @@ class ContextDriver:
         fitted = self.compactor.fit(history, budget_tokens=max(budget, 1))
         if not fitted.changed:
             return None
-        self.last_prompt_tokens, self.awaiting_reading = None, True
+        self.last_prompt_tokens, self.awaiting_reading, self._anchor = None, True, None
         return fitted
 
     def manual(self, history: list[Message], tools: Sequence[dict] | None, focus: str | None) -> Compaction | None:
@@ -374,6 +433,7 @@ class ContextDriver:
         if compaction is not None and compaction.changed:
             self.last_prompt_tokens = None
             self.awaiting_reading = True
+            self._anchor = None
             if self.compactor.cfg.defer_to_real_usage:
                 self._rough_after_compression = self.request_rough(compaction.messages, tools)
         return compaction
@@ -389,5 +449,6 @@ class ContextDriver:
         self.last_prompt_tokens = None
         self.awaiting_reading = False
         self._idle = None
+        self._anchor, self._usage_missing = None, False
         if self.compactor is not None:
             self.compactor.reset()

@@ -27,6 +27,14 @@ summary and the assembly, and guarantees:
   Under ``hermes-0.19`` (``summarise_whole_span`` off) the messages between the
   head and a folded summary leave untraced, as in Hermes; they are named there too.
 
+The lean-era Hermes switches act here too: ``demote_stale_tail_tools`` cuts
+old tool output in the verbatim tail to a stub, ``summary_input_sampling``
+asks for an evenly sampled summariser input, ``lean_summary_sections`` ends
+every summary with the anchor index, the user's own words and a pointer back
+(``lean_summary``), and ``fallback_summary_rule`` decides by the failure's
+kind whether a fallback summary is used or the compaction aborts
+(``failure_ladder``).
+
 With ``compression.anchors`` on, the summary also ends with the pinned anchor
 list (``anchors.py``): the facts of every span condensed so far, re-rendered
 from ``CompressionState.anchors`` at each compression rather than handed to the
@@ -54,7 +62,10 @@ from .assemble import assemble, merge_summary, split_summary, user_content_prese
 from .boundary import MIN_MESSAGES_BEYOND_HEAD, Boundary, choose_boundary, protected_head_size
 from .budget import SUMMARY_FLOOR_TOKENS, Budgets, summary_budget, wanted_summary_budget, window_room
 from .drop import drop_range
+from .failure_ladder import ABORT, decide, failure_kind
 from .hermes_texts import texts_for
+from .lean_summary import augment_summary
+from .lean_tail import demote_stale_tail_tools
 from .prune import PruneDecision, compute_prune_boundary, prune_messages
 from .summary import ground_task_snapshot
 from .turns import first_real_user_index, is_real_user_message
@@ -88,6 +99,10 @@ class CompressionState:
     awaiting_usage: bool = False
     #: Monotonic time before which automatic compression stays off (after an abort).
     cooldown_until: float | None = None
+    #: Consecutive compactions that ended without a summary (``failure_cooldown_ladder``) ...
+    failure_streak: int = 0
+    #: ... and how many of them in a row failed by stalling (``fallback_summary_rule``).
+    stall_streak: int = 0
 
 
 @dataclass
@@ -408,6 +423,10 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
 
     head = plan.pruned[:plan.boundary.start]
     tail = plan.pruned[plan.boundary.end:]
+    if cfg.demote_stale_tail_tools:
+        demoted, cut = demote_stale_tail_tools(plan.pruned, plan.boundary.end)
+        tail = demoted[plan.boundary.end:]
+        record["tail_demoted_indices"] = cut
     task = state.original_task
     if task is None and (first := first_real_user_index(messages)) is not None:
         task = text_of(messages[first])
@@ -435,7 +454,8 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     request = SummaryRequest(span=plan.span, previous_summary=plan.previous_summary, focus=request_focus,
                              budget_tokens=summary_budget(cfg, budgets, span_tokens, replaced_tokens),
                              memory_context=memory_context,
-                             window_tokens=budgets.context_length if cfg.summary_fits_window else None)
+                             window_tokens=budgets.context_length if cfg.summary_fits_window else None,
+                             sampled_input=cfg.summary_input_sampling)
     if cfg.summary_fact_context:  # pruning keeps one message per message, so the indices still match
         request.originals = _span_of(messages, plan.boundary, plan.summary_index, whole=cfg.summarise_whole_span)
         request.kept = head + tail
@@ -448,6 +468,13 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
                          "usage_prompt_tokens": outcome.usage_prompt_tokens,
                          "usage_completion_tokens": outcome.usage_completion_tokens}
     body = (outcome.body or "").strip()
+    if body and outcome.fallback_used and cfg.fallback_summary_rule == "after_repeated_stall":
+        kind = failure_kind(outcome.failure_categories)
+        record["summary"].update(failure_kind=kind, failure_decision=decide(kind, state.stall_streak))
+        if record["summary"]["failure_decision"] == ABORT:
+            body = ""
+    elif not body and outcome.failure_categories:
+        record["summary"]["failure_kind"] = failure_kind(outcome.failure_categories)
     if not body:
         # With a budget the window cut, the failure is most likely the size: the range goes instead.
         capped = cfg.summary_fits_window and room < wanted_summary_budget(cfg, budgets, span_tokens)
@@ -464,6 +491,8 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
         if not task_record["quoted_by_summariser"]:
             body = f"{ORIGINAL_TASK_LABEL} {_task_quote(task)}\n\n{body}"
     record["original_task"] = task_record
+    if cfg.lean_summary_sections:
+        body = augment_summary(body, plan.span)
 
     inserted = body
     if cfg.anchors:

@@ -25,6 +25,7 @@ from hermeslab.core.config import CompressionConfig
 
 from .budget import Budgets
 from .error_limits import parse_context_limit
+from .failure_ladder import rung
 from .openhands_view import event_count
 from .pipeline import CompressionState
 
@@ -123,6 +124,7 @@ class CompressionPolicy:
         self.state.auto_disabled = False
         self.state.cooldown_until = None
         self.state.awaiting_usage = False
+        self.state.failure_streak = self.state.stall_streak = 0
 
     # ------------------------------------------------------------ verdicts
 
@@ -162,7 +164,8 @@ class CompressionPolicy:
         judged by that reading alone, and ``changed`` False (the caller found the
         output equal to its input) arms no verdict at all (Hermes).
         An abort (no summary) starts a cooldown instead of counting as a strike:
-        the cause is the summariser, not the conversation. Nor does an attempt
+        the cause is the summariser, not the conversation; with
+        ``failure_cooldown_ladder`` each consecutive abort waits the next rung. Nor does an attempt
         that found nothing to summarise strike, unless ``strike_when_nothing_to_summarise``
         (Hermes): fixed costs over the threshold are no sign that compressing fails.
         """
@@ -176,9 +179,16 @@ class CompressionPolicy:
             return {"trigger": trigger, "ineffective": False, "reasons": ["nothing to summarise"],
                     "streak": self.state.ineffective_streak, "auto_disabled": self.state.auto_disabled}
         if result.aborted:
-            self.state.cooldown_until = self.clock() + self.cfg.abort_cooldown_seconds
+            self.state.failure_streak += 1
+            stalled = ((getattr(result, "record", None) or {}).get("summary") or {}).get("failure_kind") == "stall"
+            self.state.stall_streak = self.state.stall_streak + 1 if stalled else 0
+            ladder = self.cfg.failure_cooldown_ladder
+            wait = rung(self.state.failure_streak, ladder) if ladder else self.cfg.abort_cooldown_seconds
+            self.state.cooldown_until = self.clock() + wait
             reasons.append("aborted")
         else:
+            if result.condensed > 0:  # a compaction went through: the failure ladder starts again
+                self.state.failure_streak = self.state.stall_streak = 0
             saved = result.tokens_before - result.tokens_after
             if result.condensed <= 0 and (self.cfg.judge_by_estimate or outcome != "compressed"):
                 reasons.append("removed no message")

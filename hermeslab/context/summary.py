@@ -36,6 +36,7 @@ from .budget import SUMMARY_FLOOR_TOKENS
 from .error_limits import parse_context_limit
 from .extractive import ACTIVE_TASK_MAX_CHARS, clip, strip_think, user_asks, validate_request
 from .hermes_texts import HermesTexts
+from .record_sampling import sample_records
 from .redact import redact, redact_many
 from .template import render_compact_template, render_empty_template, replace_section
 from .turns import is_real_user_message
@@ -118,8 +119,15 @@ def _call_line(name: str, arguments: str | None) -> str:
     return f"- {name}({arguments})"
 
 
-def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX_CHARS) -> str:
-    """The span as labelled text blocks ([USER], [ASSISTANT], [TOOL RESULT id]) joined by blank lines.
+def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX_CHARS, sampled: bool = False) -> str:
+    """The span as labelled text blocks joined by blank lines; ``sampled``: evenly sampled within the input
+    cap when longer (``record_sampling``)."""
+    blocks = serialise_records(messages, body_chars=body_chars)
+    return sample_records(blocks)[0] if sampled else "\n\n".join(blocks)
+
+
+def serialise_records(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX_CHARS) -> list[str]:
+    """The span as labelled text blocks ([USER], [ASSISTANT], [TOOL RESULT id]), one per message.
 
     Secrets are redacted before bodies longer than ``body_chars`` are shortened,
     so a cut can never leave half a key that no rule recognises. Every body and
@@ -155,7 +163,7 @@ def serialise_span(messages: list[dict[str, Any]], *, body_chars: int = BODY_MAX
             lines = [_call_line(name, None if arguments is None else next(redacted)) for name, arguments in parts]
             block += "\nTool calls:\n" + "\n".join(lines)
         blocks.append(block)
-    return "\n\n".join(blocks)
+    return blocks
 
 
 # ---------------------------------------------------------------- the prompt
@@ -216,7 +224,7 @@ def build_summary_prompt(request: SummaryRequest, *, today: str | None = None, b
     """
     validate_request(request)
     parts = [_PREAMBLE]
-    turns = serialise_span(request.span, body_chars=body_chars)
+    turns = serialise_span(request.span, body_chars=body_chars, sampled=request.sampled_input)
     if request.previous_summary:
         parts.append(_ITERATIVE)
         previous = redact(request.previous_summary).strip()
@@ -521,6 +529,7 @@ class LLMSummariser:
                 return SummaryOutcome(body="")
         prompt: str | None = None  # built only once some route may be called
         errors = []
+        categories: list[str] = []
         for route in self._route_order():
             state = self.routes.setdefault(route, RouteState())
             now = self._clock()
@@ -541,12 +550,13 @@ class LLMSummariser:
                 continue
             except Exception as error:  # any failure must reach the cooldown and fallback, never the caller
                 errors.append(self._record_failure(route, state, error))
+                categories.append(classify_failure(error))
                 continue
             state.consecutive_transient = 0
             state.cooldown_until = float("-inf")
             state.last_error = ""
             return outcome
-        return self._without_model(request, "; ".join(errors))
+        return self._without_model(request, "; ".join(errors), tuple(categories))
 
     def _separate_model_call(self, route: str, request: SummaryRequest, window: int) -> SummaryOutcome:
         """The whole prompt to a summary model of unknown window; sized to fit only once it says too large."""
@@ -632,7 +642,8 @@ class LLMSummariser:
         state.last_error = f"{category}: {clip(' '.join(str(error).split()), 220)}"
         return f"{route} failed ({state.last_error}); cooling down {wait:.0f} s"
 
-    def _without_model(self, request: SummaryRequest, error: str) -> SummaryOutcome:
+    def _without_model(self, request: SummaryRequest, error: str, categories: tuple[str, ...]) -> SummaryOutcome:
         if self.fallback is None:
-            return SummaryOutcome(body="", error=error)
-        return replace(self.fallback.summarise(request), fallback_used=True, error=error)
+            return SummaryOutcome(body="", error=error, failure_categories=categories)
+        return replace(self.fallback.summarise(request), fallback_used=True, error=error,
+                       failure_categories=categories)

@@ -81,6 +81,9 @@ class SummaryRequest:
     #: The messages that stay in the context beside the summary (``summary_fact_context``), so facts
     #: they still show need no place in it. None: unknown.
     kept: list[dict] | None = None
+    #: Sample the serialised turns evenly when they are longer than the input cap
+    #: (``summary_input_sampling``, ``record_sampling``); off, every message is shown, each shortened alone.
+    sampled_input: bool = False
 
 
 @dataclass
@@ -96,6 +99,8 @@ class SummaryOutcome:
     error: str | None = None
     usage_prompt_tokens: int = 0
     usage_completion_tokens: int = 0
+    #: The category of each failed summary call, in the order tried (``summary.classify_failure``).
+    failure_categories: tuple[str, ...] = ()
 
 
 @runtime_checkable

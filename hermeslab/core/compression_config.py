@@ -1,19 +1,22 @@
 """The compression pipeline's settings: every knob, and the switches between Hermes's behaviour and a fix.
 
 Kept apart from the rest of the configuration because it is the part a study
-varies: presets (``hermeslab.core.presets``) are full lists of these values.
+varies: presets (``hermeslab.policies``) are full lists of these values. Which
+strategies exist is the policies' business; the checks here are the schema's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import ConfigError
+
 
 @dataclass
 class CompressionConfig:
     """Every knob of the compression pipeline, so an A/B run can name what it changed.
 
-    The defaults are the ``seed`` preset; ``hermeslab.core.presets`` holds the
+    The defaults are the ``seed`` preset; ``hermeslab.policies.hermes`` holds the
     ``hermes-0.19`` values that reproduce Hermes Agent 0.19.0's decisions. Fields
     below the "behaviour switches" line choose between Hermes's behaviour and a
     fix for one of its known faults; each names the fault it addresses.
@@ -233,3 +236,101 @@ class CompressionConfig:
     #: it keeps come from whole tool results and skip those still in the context (Hermes hands it
     #: the pruned span alone).
     summary_fact_context: bool = True
+    # ---- lean-era Hermes switches (seed value first; each is off or absent in seed and hermes-0.19)
+    #: ``ratio`` (the tail is ``target_ratio`` of the trigger) or ``lean`` (2.5% of the window, clamped to
+    #: 10,000..25,000 tokens, ``context.lean_tail``), Hermes's ``compression.tail_mode``.
+    tail_mode: str = "ratio"
+    #: The verbatim tail, and how far the tail walk may overshoot it, never take more than this share of the
+    #: window (None: no such cap); Hermes caps both tail modes at 0.20.
+    tail_max_context_share: float | None = None
+    #: The trigger never sits above this many tokens (nor above the window): Hermes's
+    #: ``compression.threshold_tokens`` cap; None: the fractions alone decide.
+    max_threshold_tokens: int | None = None
+    #: When the ``min_threshold_tokens`` floor is what sets the trigger, it is lowered to this share of
+    #: the window, but never below the fraction's own value (Hermes's later 85% rule); None: no such rule.
+    floor_trigger_ratio: float | None = None
+    #: Every summary ends with the anchor index, the summarised turns' user messages verbatim and a pointer
+    #: to the session's history (``context.lean_summary``).
+    lean_summary_sections: bool = False
+    #: A summariser input over 160,000 characters is sampled evenly, whole records from every region with
+    #: the gaps marked (``context.record_sampling``), rather than cut per message only.
+    summary_input_sampling: bool = False
+    #: Long tool results in the verbatim tail older than its newest six rounds of tool calls become a stub.
+    demote_stale_tail_tools: bool = False
+    #: Cooldowns (seconds) after the 1st, 2nd, 3rd and later consecutive compactions without a summary,
+    #: the streak kept in ``CompressionState``; None: ``abort_cooldown_seconds`` after each.
+    failure_cooldown_ladder: list[float] | None = None
+    #: When the summary call fails: ``always`` takes the summariser's deterministic fallback summary;
+    #: ``after_repeated_stall`` keeps the transcript instead on a terminal failure (auth, quota, network,
+    #: overload, empty answer) and on a first stall, and takes the fallback on a stall after a stall or any
+    #: other failure (``context.failure_ladder``).
+    fallback_summary_rule: str = "always"
+    #: Measure the prompt for every automatic trigger as the provider's last reading (prompt plus
+    #: completion) plus an estimate of only the messages added since; with no such reading, an estimate
+    #: over the threshold waits one request for one (unless the provider reports no usage).
+    usage_anchor: bool = False
+
+
+_CHOICES = {
+    "estimator": ("tiktoken", "rough"),
+    "missing_results": ("stub", "drop"),
+    "summariser": ("llm", "extractive"),
+    "tail_mode": ("ratio", "lean"),
+    "fallback_summary_rule": ("always", "after_repeated_stall"),
+}
+
+
+def validate_values(cfg: CompressionConfig) -> None:
+    """Raise ConfigError naming the first value no strategy can use (the strategy's own needs are its policy's)."""
+    for key, allowed in _CHOICES.items():
+        value = getattr(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"compression.{key}: expected one of {', '.join(allowed)}, got {value!r}")
+    if not isinstance(cfg.strategy, str) or not cfg.strategy:
+        raise ConfigError(f"compression.strategy: expected a strategy name, got {cfg.strategy!r}")
+    for key in ("threshold", "small_window_threshold", "min_trigger_ratio", "target_ratio", "summary_ratio",
+                "summary_context_share"):
+        value = getattr(cfg, key)
+        if not 0 < value <= 1:
+            raise ConfigError(f"compression.{key}: expected a fraction in (0, 1], got {value!r}")
+    ceiling = cfg.max_trigger_ratio
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float))
+                                or not 0 < ceiling <= 1):
+        raise ConfigError(f"compression.max_trigger_ratio: expected a fraction in (0, 1] or null, got {ceiling!r}")
+    if not 0 <= cfg.min_saving < 1:
+        raise ConfigError(f"compression.min_saving: expected a fraction in [0, 1), got {cfg.min_saving!r}")
+    if cfg.soft_tail_factor < 1:
+        raise ConfigError(f"compression.soft_tail_factor: must be at least 1, got {cfg.soft_tail_factor!r}")
+    for key in ("protect_first_n", "protect_last_n", "tail_floor_cap", "min_threshold_tokens", "prune_min_chars",
+                "shrink_args_over", "shrink_leaf_chars", "summary_min_tokens", "summary_max_tokens",
+                "max_overflow_attempts"):
+        value = getattr(cfg, key)
+        if value < 0:
+            raise ConfigError(f"compression.{key}: must not be negative, got {value!r}")
+    limit = cfg.trigger_events
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"compression.trigger_events: expected a positive integer or null, got {limit!r}")
+    if cfg.keep_first_events < 0:
+        raise ConfigError(f"compression.keep_first_events: must not be negative, got {cfg.keep_first_events!r}")
+    if cfg.ineffective_limit < 1:
+        raise ConfigError(f"compression.ineffective_limit: must be at least 1, got {cfg.ineffective_limit!r}")
+    if cfg.small_window_limit is not None and (isinstance(cfg.small_window_limit, bool)
+                                               or not isinstance(cfg.small_window_limit, int)):
+        raise ConfigError(f"compression.small_window_limit: expected an integer or null, got {cfg.small_window_limit!r}")
+    _validate_lean_values(cfg)
+
+
+def _validate_lean_values(cfg: CompressionConfig) -> None:
+    """The lean-era switches: shares in (0, 1] or null, a positive cap or null, a non-empty ladder of waits."""
+    for key in ("tail_max_context_share", "floor_trigger_ratio"):
+        value = getattr(cfg, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
+            raise ConfigError(f"compression.{key}: expected a fraction in (0, 1] or null, got {value!r}")
+    cap = cfg.max_threshold_tokens
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise ConfigError(f"compression.max_threshold_tokens: expected a positive integer or null, got {cap!r}")
+    ladder = cfg.failure_cooldown_ladder
+    if ladder is not None and (not isinstance(ladder, (list, tuple)) or not ladder or any(
+            isinstance(step, bool) or not isinstance(step, (int, float)) or step < 0 for step in ladder)):
+        raise ConfigError(f"compression.failure_cooldown_ladder: expected a non-empty list of non-negative "
+                          f"seconds or null, got {ladder!r}")

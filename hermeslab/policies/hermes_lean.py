@@ -1,0 +1,224 @@
+"""Hermes Agent as it compacts today: the lean tail mode (its default) and the legacy one, beside 0.19.
+
+Lean-era Hermes still runs the four-phase pipeline hermeslab reproduces for
+0.19 (prune, head, tail, summary), with different rules for what the model
+sees and when:
+
+* the verbatim tail is 2.5% of the window, clamped to 10,000..25,000 tokens
+  (lean) or ``target_ratio`` of the trigger (legacy), and in both modes never
+  over 20% of the window; in lean mode long tool output in the tail older than
+  its newest six tool rounds becomes a stub;
+* in lean mode every summary ends with an anchor index of exact identifiers,
+  the summarised user messages verbatim and a pointer to the session's
+  history, and an oversized summariser input is sampled evenly (one call per
+  compaction);
+* it fires at 50% of the window, at least 75% below 512K windows, with the
+  64K floor held to 85% of the window where it binds, and never above 256K;
+  every automatic check measures the provider's last reading plus only what
+  was added since, and waits one request when there is no reading to go by;
+* a failed summary keeps the transcript on a terminal failure or a first
+  stall, takes the deterministic fallback on a repeated stall or any other
+  failure, and cools compaction down for 60, then 300, then 900 seconds;
+  an overflow the provider proves is compressed past the cooldown;
+* compaction rewrites the session in place, the old rows archived under the
+  same session id.
+
+Everything else is carried over from ``hermes-0.19`` unchanged: those
+switches were not re-read at this commit. The sources are read, not run: no
+installable package of this version is reachable here, so Hermes's own texts
+cannot be read at run time and every added text is hermeslab's own wording
+(``hermes_texts`` off). ``docs/presets.md`` cites every rule and number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Citation, Policy, Preset
+
+#: The release the newest readable sources are closest to (``hermes_cli/__init__.py`` at ``VERSION_COMMIT``).
+HERMES_VERSION = "0.21.3"
+#: The commit whose ``agent/context_compressor.py`` and compression guide were read for the lean rules.
+HERMES_COMMIT = "042431a70ce97d7fdeb706f2c79b3df7543a97a0"
+#: The commit whose ``pyproject.toml``, ``hermes_cli/__init__.py`` and ``hermes_cli/config_defaults.py`` were read.
+VERSION_COMMIT = "00067189dfecf833d4d009c2dd977ae85cf800e0"
+LEAN = "hermes-0.21-lean"
+LEGACY = "hermes-0.21-legacy"
+SOURCE = (f"NousResearch/hermes-agent @ {HERMES_COMMIT[:8]} (agent/context_compressor.py, "
+          f"website/docs/developer-guide/context-compression-and-caching.md); "
+          f"{HERMES_VERSION} defaults @ {VERSION_COMMIT[:8]} (hermes_cli/config_defaults.py)")
+
+_COMPRESSOR = f"agent/context_compressor.py @ {HERMES_COMMIT[:8]}"
+_GUIDE = f"website/docs/developer-guide/context-compression-and-caching.md @ {HERMES_COMMIT[:8]}"
+_DEFAULTS = f"hermes_cli/config_defaults.py @ {VERSION_COMMIT[:8]}, DEFAULT_CONFIG['compression']"
+
+#: Switches of ``hermes-0.19`` this version is taken to keep: not re-read at ``HERMES_COMMIT``.
+CARRIED_FROM_0_19: dict[str, Any] = {
+    "compression.estimator": "rough",
+    "compression.min_saving": 0.0,
+    "compression.summary_aware_head": False,
+    "compression.cap_reply_anchor": False,
+    "compression.fit_tail_to_budget": False,
+    "compression.keep_latest_user": False,
+    "compression.prune_head": True,
+    "compression.keep_original_task": False,
+    "compression.missing_results": "drop",
+    "compression.system_note": True,
+    "compression.strip_old_images": True,
+    "compression.rewrite_unshrunk_args": True,
+    "compression.name_duplicate_source": False,
+    "compression.tail_after_fixed_cost": False,
+    "compression.summarise_whole_span": False,
+    "compression.fit_on_overflow": False,
+    "compression.retry_overflow_that_fits": False,
+    "compression.overflow_allowance_per_call": False,
+    "compression.system_in_pipeline": False,
+    "compression.reinsert_latest_user": False,
+    "compression.refuse_no_gain": False,
+    "compression.breaker_rearms": True,
+    "compression.ground_task_snapshot": True,
+    "compression.apply_any_change": True,
+    "compression.judge_by_estimate": False,
+    "compression.merged_summary_last": True,
+    "compression.usage_gap_settles_verdict": True,
+    "compression.summary_fits_window": False,
+    "compression.drop_when_summary_cannot_fit": False,
+    "compression.strike_when_nothing_to_summarise": True,
+    "compression.withdraw_unanswered_input": False,
+    # Hermes's frame is longer still at this commit; 0.19's length is the nearer of hermeslab's two.
+    "compression.long_summary_frame": True,
+    "compression.normalise_requests": True,
+    "compression.pressure_every_call": True,
+    "compression.pressure_counts_against_overflow": True,
+    "compression.preflight_gate": True,
+    "compression.preflight_system_as_text": True,
+    "compression.summary_fact_context": False,
+}
+
+#: What both tail modes share at ``HERMES_COMMIT``: triggers, failure handling, storage.
+_SHARED: dict[str, Any] = {
+    **CARRIED_FROM_0_19,
+    "compression.threshold": 0.50,
+    "compression.small_window_limit": 512_000,
+    "compression.small_window_threshold": 0.75,
+    "compression.min_threshold_tokens": 64_000,
+    "compression.floor_trigger_ratio": 0.85,
+    "compression.min_trigger_ratio": 0.85,
+    "compression.max_trigger_ratio": None,
+    "compression.max_threshold_tokens": 256_000,
+    "compression.target_ratio": 0.20,
+    "compression.protect_first_n": 3,
+    "compression.protect_last_n": 20,
+    "compression.tail_floor_cap": 8,
+    "compression.tail_max_context_share": 0.20,
+    "compression.summary_max_tokens": 10_000,
+    "compression.summary_context_share": 0.05,
+    "compression.usage_anchor": True,
+    "compression.defer_to_real_usage": False,
+    "compression.failure_cooldown_ladder": [60.0, 300.0, 900.0],
+    "compression.fallback_summary_rule": "after_repeated_stall",
+    "compression.abort_keeps_original": True,
+    "compression.overflow_obeys_breaker": False,
+    "compression.max_overflow_attempts": 3,
+    "compression.in_place": True,
+    # No installable package of this version: hermeslab's wording throughout.
+    "compression.hermes_texts": False,
+}
+
+#: The lean preset's dotted overrides, laid over ``seed``'s full list.
+LEAN_OVERRIDES: dict[str, Any] = {
+    **_SHARED,
+    "compression.tail_mode": "lean",
+    "compression.lean_summary_sections": True,
+    "compression.summary_input_sampling": True,
+    "compression.demote_stale_tail_tools": True,
+}
+
+#: The legacy preset's: the ratio tail, and none of lean mode's summary sections, sampling or stubs.
+LEGACY_OVERRIDES: dict[str, Any] = {
+    **_SHARED,
+    "compression.tail_mode": "ratio",
+    "compression.lean_summary_sections": False,
+    "compression.summary_input_sampling": False,
+    "compression.demote_stale_tail_tools": False,
+}
+
+
+def _c(rule: str, hermeslab: str, where: str) -> Citation:
+    return Citation(rule, hermeslab, where)
+
+
+CITATIONS: tuple[Citation, ...] = (
+    _c("Lean is the default tail mode; legacy keeps threshold x target_ratio", "compression.tail_mode",
+       f"{_DEFAULTS} 'tail_mode': 'lean'; {_COMPRESSOR} ContextCompressor.__init__ tail_mode='lean', "
+       "tail_token_budget property"),
+    _c("Lean tail: 2.5% of the window clamped to 10,000..25,000 tokens", "context.lean_tail.lean_tail_tokens",
+       f"{_COMPRESSOR} LEAN_TAIL_FLOOR_TOKENS, LEAN_TAIL_CAP_TOKENS, tail_token_budget property (0.025)"),
+    _c("Either tail never over 20% of the window, nor its 1.5x overshoot", "compression.tail_max_context_share",
+       f"{_COMPRESSOR} TAIL_MAX_CONTEXT_FRACTION, tail_token_budget property; {_GUIDE} Phase 2"),
+    _c("Tail tool results older than the newest 6 rounds and >= 1,500 chars become a stub",
+       "context.lean_tail.demote_stale_tail_tools",
+       f"{_COMPRESSOR} _LEAN_TAIL_KEEP_TOOL_ROUNDS, _LEAN_TAIL_DEMOTE_MIN_CHARS, _demote_stale_tail_tools"),
+    _c("Anchor index: 7 pattern categories, per-category caps, 7,000-char budget, most frequent first",
+       "context.anchor_index", f"{_COMPRESSOR} _LEAN_ANCHOR_BUDGET_CHARS, _ANCHOR_PATTERNS, _ANCHOR_NOISE, "
+                               "_build_anchor_index"),
+    _c("Every real user message verbatim, newest first, 24,000 chars, 4,000 per message",
+       "context.lean_summary.user_messages_section",
+       f"{_COMPRESSOR} _LEAN_USER_MESSAGES_BUDGET_CHARS, _LEAN_USER_MESSAGE_MAX_CHARS, "
+       "_build_verbatim_user_section"),
+    _c("Recovery footer naming session_search; sections appended once, in this order, lean mode only",
+       "context.lean_summary.augment_summary",
+       f"{_COMPRESSOR} _build_recovery_footer, _augment_summary_lean"),
+    _c("One summary call per compaction; an input over 160,000 chars sampled in 8 even slices with markers",
+       "context.record_sampling.sample_records",
+       f"{_COMPRESSOR} _SUMMARY_INPUT_MAX_CHARS, _SAMPLED_INPUT_SLICES, _sample_summary_records, "
+       "_bound_oversized_record; _SUMMARY_ROUTE_PIN comment (#96603)"),
+    _c("Threshold 0.50, floored at 0.75 below 512K windows", "compression.small_window_limit",
+       f"{_COMPRESSOR} _SMALL_CTX_WINDOW_LIMIT, _SMALL_CTX_THRESHOLD_PERCENT, _effective_threshold_percent; "
+       f"{_DEFAULTS} 'threshold': 0.50"),
+    _c("64K floor held to 85% of the window where it binds; 85% when the window is unreachable",
+       "compression.floor_trigger_ratio", f"{_COMPRESSOR} _MIN_CTX_TRIGGER_RATIO, _compute_threshold_tokens"),
+    _c("Trigger capped at threshold_tokens 256,000 (clamped to the window)", "compression.max_threshold_tokens",
+       f"{_DEFAULTS} 'threshold_tokens': 256_000; {_COMPRESSOR} _effective_threshold_cap, "
+       "_apply_threshold_tokens_cap"),
+    _c("Usage anchor: last prompt + completion tokens plus a rough estimate of messages added since; "
+       "no anchor: an estimate over the threshold waits one request", "compression.usage_anchor",
+       f"{_GUIDE} 'Token accounting: provider anchors and explicit heuristic fallbacks'"),
+    _c("Failed or stalled summary: cooldown 60 -> 300 -> 900 s, per session, persisted",
+       "compression.failure_cooldown_ladder",
+       f"{_COMPRESSOR} _TIMEOUT_COOLDOWN_LADDER, _next_timeout_cooldown; {_GUIDE} 'Failure cooldown and "
+       "provider-proven overflow'"),
+    _c("Terminal failures (auth/quota, network, empty, overloaded) abort keeping the transcript; a repeated "
+       "stall takes the deterministic fallback", "compression.fallback_summary_rule",
+       f"{_COMPRESSOR} _TERMINAL_SUMMARY_FAILURES, _classify_summary_failure, DETERMINISTIC_SUMMARY_ROUTE; "
+       f"{_GUIDE} same section"),
+    _c("Provider-proven overflow: one bounded attempt past the cooldown (max_attempts 3)",
+       "compression.overflow_obeys_breaker", f"{_GUIDE} same section; {_DEFAULTS} 'max_attempts': 3"),
+    _c("Summary cap min(5% of the window, 10,000)", "compression.summary_context_share",
+       f"{_COMPRESSOR} _SUMMARY_TOKENS_CEILING, max_summary_tokens property"),
+    _c("Compaction in place by default; compacted rows archived under the same session id",
+       "compression.in_place", f"{_DEFAULTS} 'in_place': True; {_GUIDE} 'In-place compaction'"),
+    _c("protect_first_n 3, protect_last_n 20, 8-message tail floor", "compression.tail_floor_cap",
+       f"{_DEFAULTS}; {_COMPRESSOR} _MAX_TAIL_MESSAGE_FLOOR"),
+    _c("min_tail_user_messages 1 and tail_assistant_max_chars 0 are the defaults: the single last-user anchor "
+       "and no cut, which is what hermes-0.19's rules already do", "(no switch)",
+       f"{_DEFAULTS}; {_GUIDE} parameter table"),
+    _c("Version 0.21.3", "HERMES_VERSION", f"hermes_cli/__init__.py and pyproject.toml @ {VERSION_COMMIT[:8]}"),
+)
+
+
+POLICY = Policy(
+    agent="Hermes Agent",
+    source=SOURCE,
+    presets=(
+        Preset(LEAN, LEAN_OVERRIDES,
+               "Hermes's default today: fires at 50% (75% below 512K windows, never above 256K tokens); keeps a "
+               "2.5%-of-window tail (10K-25K) and one summary ending in an anchor index, the user's own words "
+               "and a way back."),
+        Preset(LEGACY, LEGACY_OVERRIDES,
+               "Hermes today in legacy tail mode: the same triggers and failure rules, a tail of 20% of the "
+               "trigger (never over 20% of the window), a plain summary."),
+    ),
+    fidelity="reading",
+    citations=CITATIONS,
+)
