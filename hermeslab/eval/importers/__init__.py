@@ -10,7 +10,8 @@ turns another agent's events into the format's messages. The formats:
 * ``hermes_state`` — a Hermes ``state.db``, compactions undone;
 * ``lab`` — hermeslab's own lab;
 * ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories;
-* ``sweagent`` — SWE-agent ``.traj`` trajectories.
+* ``sweagent`` — SWE-agent ``.traj`` trajectories;
+* ``claude_code`` — Claude Code session logs, compactions and abandoned branches left out.
 """
 
 from .base import ImportOptions, Sample, Skip, SourceFormat
