@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hermeslab.reference.openhands import venv as openhands_venv
 from hermeslab.reference.zoo import venv as packaged_venv
+from hermeslab.reference.zoo.no_deps import install_without_dependencies
 from hermeslab.reference.venv import (
     HERMES_REQUIREMENT,
     default_venv_path,
@@ -56,7 +57,14 @@ ENVIRONMENTS: dict[str, tuple[Environment, ...]] = {
                     lambda package=package: packaged_venv.default_path(package),
                     lambda path, package=package: packaged_venv.is_complete(path, package),
                     lambda echo, package=package: packaged_venv.install_venv(package, echo=echo))
-        for package, download, disk in ((packaged_venv.AIDER, 150, 670),)
+        for package, download, disk in ((packaged_venv.AIDER, 150, 670), (packaged_venv.LANGCHAIN, 25, 105),
+                                        (packaged_venv.KIMI_CLI, 60, 360))
+    ) + (
+        Environment(packaged_venv.SWE_AGENT.folder, packaged_venv.SWE_AGENT.requirement, 1, 26,
+                    lambda: packaged_venv.default_path(packaged_venv.SWE_AGENT),
+                    lambda path: packaged_venv.is_complete(path, packaged_venv.SWE_AGENT),
+                    lambda echo: install_without_dependencies(packaged_venv.SWE_AGENT, packaged_venv.SWE_AGENT_MODULE,
+                                                              echo=echo)),
     ),
 }
 CHOICES = (*ENVIRONMENTS, "all")

@@ -153,3 +153,11 @@ def _install(target: Path, package: Package, echo: Callable[[str], None]) -> Non
 
 #: Aider: ``aider.history.ChatSummary`` and the budget arithmetic in ``aider.models.Model``.
 AIDER = Package("aider-chat", "0.86.2", "aider.history", ((3, 10), (3, 12)))
+#: LangChain v1: ``SummarizationMiddleware`` in ``langchain.agents.middleware.summarization``.
+LANGCHAIN = Package("langchain", "1.5.0", "langchain.agents.middleware.summarization", ((3, 11), (3, 13)))
+#: Kimi CLI: ``should_auto_compact`` and ``SimpleCompaction`` in ``kimi_cli.soul.compaction``.
+KIMI_CLI = Package("kimi-cli", "1.52.0", "kimi_cli.soul.compaction", ((3, 12), (3, 13)))
+#: SWE-agent's only release here: its history processors, loaded by path from ``SWE_AGENT_MODULE``. One of its
+#: declared dependencies is not on the package index, so it is installed without them (``no_deps``).
+SWE_AGENT = Package("sweagent", "0.0.1", "sweagent.agent.history_processors", ((3, 9), (3, 13)))
+SWE_AGENT_MODULE = "sweagent/agent/history_processors.py"
