@@ -11,7 +11,8 @@ turns another agent's events into the format's messages. The formats:
 * ``lab`` — hermeslab's own lab;
 * ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories;
 * ``sweagent`` — SWE-agent ``.traj`` trajectories;
-* ``claude_code`` — Claude Code session logs, compactions and abandoned branches left out.
+* ``claude_code`` — Claude Code session logs, compactions and abandoned branches left out;
+* ``codex`` — Codex CLI rollouts, compactions left out.
 """
 
 from .base import ImportOptions, Sample, Skip, SourceFormat

@@ -20,6 +20,10 @@ from hermeslab.recordings import Recording, recorded_text, validate_recording
 from .base import Skip
 
 
+#: Responses API items that are no turn of the conversation: the model's private notes, hosted tools' own
+#: records (their results never come back as items), and compaction artefacts.
+IGNORED_ITEMS = ("reasoning", "web_search_call", "image_generation_call", "compaction", "compaction_summary",
+                 "ghost_snapshot")
 #: Content-part types that carry text, across the chat, Responses and Anthropic APIs.
 TEXT_PARTS = ("text", "input_text", "output_text")
 
@@ -76,8 +80,8 @@ class Transcript:
     def response_item(self, item: dict[str, Any]) -> bool:
         """One OpenAI Responses API item (message, function or custom tool call, its output); False if not one.
 
-        Reasoning items are left out: they are the model's own notes, not turns
-        of the conversation a replay sends.
+        Items in `IGNORED_ITEMS` are left out: they are not turns of the
+        conversation a replay sends.
         """
         kind = item.get("type")
         if kind == "message" and item.get("role") in ("system", "developer", "user", "assistant"):
@@ -87,13 +91,18 @@ class Transcript:
             self.call(str(item.get("call_id") or item.get("id") or ""), str(item.get("name") or "shell"), arguments)
         elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             self.answer(str(item.get("call_id") or ""), _output_text(item.get("output")))
-        elif kind != "reasoning":
+        elif kind not in IGNORED_ITEMS:
             return False
         return True
 
 
 def _output_text(output: Any) -> Any:
-    """A tool output as text: Codex wraps some as ``{"output": ..., "metadata": ...}``."""
+    """A tool output as text: Codex wraps some as ``{"output": ..., "metadata": ...}``, as an object or its JSON."""
+    if isinstance(output, str) and output.startswith("{") and '"output"' in output:
+        try:
+            output = json.loads(output)
+        except json.JSONDecodeError:
+            return output
     if isinstance(output, dict) and "output" in output:
         return output["output"]
     return output
