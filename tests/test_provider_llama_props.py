@@ -60,3 +60,41 @@ def test_the_servers_timings_set_the_pace_of_later_timeouts():
     finally:
         provider.close()
         server.stop()
+
+
+def test_dropped_tools_are_said_by_status_in_the_terminal_and_the_notebook_and_kept_in_the_lab(tmp_path, capsys,
+                                                                                              monkeypatch):
+    from hermeslab.notebook.chat import NotebookChat
+    from hermeslab.notebook.settings import Hermes
+    from hermeslab.store import open as open_lab
+    from hermeslab.terminal import TerminalChat
+
+    monkeypatch.chdir(tmp_path)  # anything not named here (the notebook's memory) lives under it
+    server = LocalServer(OfflineModel(), personality="llama-server", supports_tools=False)
+    url = server.start()
+    try:
+        terminal = TerminalChat(Config().with_overrides({
+            "model.base_url": url, "model.name": "hermeslab-offline", "store.path": str(tmp_path / "cli.duckdb"),
+            "memory.path": str(tmp_path), "tools.workspace": str(tmp_path)}))
+        try:
+            terminal.handle("hello")
+            capsys.readouterr()
+            terminal.handle("/status")
+            shown = capsys.readouterr().out
+        finally:
+            terminal.close()
+        assert "server       the server's chat template has no tool support" in shown
+        notices = open_lab(tmp_path / "cli.duckdb").events(kind="notice")
+        assert notices["payload"].str.contains("no tool support").sum() == 1
+
+        chat = NotebookChat(Hermes(base_url=url, model="hermeslab-offline", lab=str(tmp_path / "nb.duckdb"),
+                                   workspace=str(tmp_path)), display=lambda *args, **kwargs: None)
+        try:
+            assert not any(line.startswith("server") for line in chat.status().lines())
+            chat.runtime.agent.chat("hello")
+            lines = chat.status().lines()
+        finally:
+            chat.close()
+        assert any(line.startswith("server") and "no tool support" in line for line in lines)
+    finally:
+        server.stop()

@@ -54,6 +54,8 @@ class Status:
     model: str
     lab: Path | None
     running: bool
+    #: What the server said that changes how the calls read (a chat template that drops the tools); None: nothing.
+    server_note: str | None = None
 
     def lines(self) -> list[str]:
         context = f"{self.tokens:,} / {self.context_length:,} tokens ({self.tokens / self.context_length:.1%})"
@@ -66,6 +68,7 @@ class Status:
                                                                                   else ""),
             f"context      {context}",
             f"model        {self.model} · lab {self.lab if self.lab else 'off'}",
+            *([f"server       {self.server_note}"] if self.server_note else []),
         ]
 
 
@@ -355,7 +358,8 @@ class NotebookChat:
         return Status(session_id=session.id, title=session.title, lineage=lineage, turns=session.turns,
                       compressions=compressions, tokens=meter.tokens,
                       context_length=meter.context_length, threshold=meter.threshold, model=runtime.config.model.name,
-                      lab=runtime.lab_path if runtime.writer is not None else None, running=self.busy)
+                      lab=runtime.lab_path if runtime.writer is not None else None, running=self.busy,
+                      server_note=agent.calls.server_note)
 
     def close(self) -> None:
         """Stop the running turn, keep queued ones from starting, release the Runtime once all is done."""
