@@ -111,7 +111,7 @@ class ApiCallStarted(Event):
 
 
 #: Why hermeslab called the model (``ApiCallFinished.purpose``): the user's turn, a compression's summary, the
-#: background memory review, or a recall exam's question.
+#: background memory review, or an exam's question, answer or judgement (the probe exam's, in a session of its own).
 CALL_PURPOSES = ("turn", "summary", "review", "exam")
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from hermeslab.core.provider import ChatRequest, Provider
 
 from .bank import Probe
+from .calls import OnCall, reported_complete
 from .text import is_unknown, normal, normal_answer
 
 #: Types whose gold is a sentence rather than one exact fact.
@@ -91,6 +92,8 @@ class EndpointJudge:
         self.provider, self.model, self.max_tokens = provider, model, max_tokens
         digest = hashlib.sha256(_JUDGE_SYSTEM.encode()).hexdigest()[:8]
         self.name = f"llm:{model}:{digest}"
+        #: Told the fields of every call, answered or failed (the exam logs them in its lab); None: not told.
+        self.on_call: OnCall | None = None
 
     def points(self, probe: Probe, answer: str) -> int:
         if not isinstance(answer, str) or is_unknown(answer):
@@ -101,7 +104,8 @@ class EndpointJudge:
                                                                     f"REFERENCE ANSWER: {reference}\n"
                                                                     f"ANSWER: {answer}"}],
                               model=self.model, temperature=0.0, max_tokens=self.max_tokens)
-        reply = (self.provider.complete(request).message.get("content") or "").strip()
+        answered = reported_complete(self.provider.complete, request, self.on_call)
+        reply = (answered.message.get("content") or "").strip()
         if reply not in ("0", "1", "2"):
             raise JudgeReplyError(f"the judge replied {json.dumps(reply[:80])}, not a bare 0, 1 or 2")
         return int(reply)

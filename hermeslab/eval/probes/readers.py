@@ -36,6 +36,7 @@ from hermeslab.providers.openai_compat import OpenAICompatProvider, provider_err
 
 from ..metrics import message_text
 from .bank import Probe
+from .calls import OnCall, reported_complete
 from .text import UNKNOWN, normal, normal_answer
 
 #: What the endpoint is told with every question; it comes after the context, so the context stays a shared prefix.
@@ -167,6 +168,8 @@ class EndpointAnswerer:
         digest = hashlib.sha256(ANSWER_INSTRUCTION.encode()).hexdigest()[:8]
         self.name = f"endpoint:{model}:{digest}:max{max_tokens}"
         self.last_call = CallUsage()
+        #: Told the fields of every call, answered or failed (the exam logs them in its lab); None: not told.
+        self.on_call: OnCall | None = None
 
     def answer(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, question: str) -> str:
         asked = [*messages, {"role": "user", "content": f"{ANSWER_INSTRUCTION}\n\nQUESTION: {question}"}]
@@ -174,7 +177,7 @@ class EndpointAnswerer:
                               max_tokens=self.max_tokens, temperature=0.0,
                               extra={"tool_choice": "none"} if tools else {})
         self.last_call = CallUsage()
-        response = self.client.complete(request)
+        response = reported_complete(self.client.complete, request, self.on_call)
         self.last_call = call_usage(self.client.last_body)
         return strip_think(response.message.get("content") or "").strip()
 

@@ -28,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from hermeslab.core.config import Config, load_config
+from hermeslab.core.config import Config
 from hermeslab.core.provider import ProviderError
 from hermeslab.core.tokens import count_text
+from hermeslab.policies.loading import load_config
 from hermeslab.recordings import Recording
 from hermeslab.store import Lab
 
@@ -38,6 +39,7 @@ from ..ab import config_label, gather_recordings
 from ..replay import ReplayRun, replay
 from .bank import BANK_TYPES, PROBE_TYPES, Probe, bank_hash, run_bank
 from .cache import Entry, ExamStore, answer_key, context_digest, message_digest
+from .calls import ExamCallLog
 from .context import ARMS, EffectiveCompaction, effective_compactions
 from .judge import Judge, MatchJudge, judgement_key
 from .readers import Answerer
@@ -73,7 +75,10 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
     ``judge``, ``calls_made``, ``cache_hits``, ``probes``, ``sessions``
     (recordings with at least one probe), ``problems`` (recordings skipped),
     and with a writer ``questions_written`` (its calls) and
-    ``written_problems`` (why a reply gave no probes).
+    ``written_problems`` (why a reply gave no probes). With a lab, every
+    call the answerer, the judge and the writer make to a model is a row of
+    its ``api_calls`` (``calls.ExamCallLog``); ``exam_session`` names the
+    session holding them (None when no call was made).
     """
     types = _probe_types(probe_types, question_writer)
     arms = _arms(arms)
@@ -85,6 +90,10 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
     if problems:
         warnings.warn(f"skipped {len(problems)} recording(s); first: {problems[0]}", stacklevel=2)
     store = ExamStore(lab)
+    log = ExamCallLog(store.path, label=answerer.name) if store.path is not None else None
+    for caller in (answerer, judge, question_writer):
+        if log is not None and hasattr(caller, "on_call"):
+            caller.on_call = log
     exam = _Exam(answerer, judge, store, arms, types, question_writer)
     cells = [(window, name, config, recording) for window in sizes for name, config in named.items()
              for recording in found]
@@ -103,6 +112,11 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
                 bar.set_postfix(probes=exam.probes, calls=exam.calls, cached=exam.hits, refresh=False)
     finally:
         store.flush()
+        if log is not None:
+            log.close()
+            for caller in (answerer, judge, question_writer):
+                if getattr(caller, "on_call", None) is log:
+                    caller.on_call = None
         if bar is not None:
             bar.close()
     frame = pd.DataFrame(exam.rows, columns=list(COLUMNS))
@@ -111,7 +125,8 @@ def run_exam(recordings: Any, configs: Mapping[str, Any] | Sequence[Any], *, win
     units = sorted(set(frame["token_unit"]))
     frame.attrs.update(bank_hash=bank_hash(exam.bank), token_unit=units[0] if len(units) == 1 else ", ".join(units),
                        answerer=answerer.name, judge=judge.name, calls_made=exam.calls, cache_hits=exam.hits,
-                       probes=len(exam.bank), sessions=len(exam.sessions), problems=problems)
+                       probes=len(exam.bank), sessions=len(exam.sessions), problems=problems,
+                       exam_session=log.session_id if log is not None and log.calls else None)
     if question_writer is not None:
         frame.attrs.update(questions_written=exam.written_calls, written_problems=exam.written_problems)
     return frame

@@ -31,6 +31,7 @@ from ..exam import ExamOutputError, clip_middle, parse_questions, render
 from ..metrics import message_text
 from .bank import Probe, probe_id
 from .cache import Entry, ExamStore
+from .calls import OnCall, reported_complete
 from .context import EffectiveCompaction
 from .readers import _TimedClient
 from .text import normal_answer
@@ -69,6 +70,8 @@ class QuestionWriter:
         self.structured = True
         digest = hashlib.sha256((_SYSTEM + json.dumps(_SCHEMA)).encode()).hexdigest()[:8]
         self.name = f"writer:{model}:{digest}:n{per_compaction}:max{max_tokens}:chars{max_region_chars}"
+        #: Told the fields of every call, answered or failed (the exam logs them in its lab); None: not told.
+        self.on_call: OnCall | None = None
 
     def write(self, region: str) -> str:
         """The writer's raw reply about ``region``; structured output where the endpoint takes it."""
@@ -88,7 +91,8 @@ class QuestionWriter:
     def _ask(self, messages: list[dict[str, Any]], extra: dict[str, Any]) -> str:
         request = ChatRequest(messages=messages, model=self.model, temperature=0.0, max_tokens=self.max_tokens,
                               extra=extra)
-        return strip_think(self.client.complete(request).message.get("content") or "").strip()
+        reply = reported_complete(self.client.complete, request, self.on_call)
+        return strip_think(reply.message.get("content") or "").strip()
 
     def close(self) -> None:
         self.client.close()
