@@ -121,6 +121,16 @@ def test_augment_appends_index_words_and_footer_once():
     assert augment_summary(once, turns) == once
 
 
+def test_without_a_session_no_pointer_is_written():
+    """_build_recovery_footer returns "" and _lean_recovery_stub leaves out its session_search hint when the
+    compressor has no session id (context_compressor.py @ e03d7158): ``history_pointers`` off."""
+    turns = [_user("please fix #31337 in src/app.py")]
+    bare = augment_summary("## Goal\nfix it", turns, history_pointer=False)
+    assert RECOVERY_HEADING not in bare and "session_search" not in bare and "#31337" in bare
+    stub = lean_tail.stub_text("terminal", 5_000, history_pointer=False)
+    assert "session_search" not in stub and lean_tail.is_stub(stub) and "5,000 chars" in stub
+
+
 def test_augment_redacts_what_it_quotes():
     """_redact_compaction_text runs over the index and the quoted messages."""
     key = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"

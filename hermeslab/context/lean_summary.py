@@ -79,15 +79,16 @@ def recovery_footer(summarised: int) -> str:
             "line of reasoning), look it up with session_search(query='<words>') instead of guessing.")
 
 
-def augment_summary(summary: str, turns: Sequence[dict[str, Any]]) -> str:
+def augment_summary(summary: str, turns: Sequence[dict[str, Any]], *, history_pointer: bool = True) -> str:
     """``summary`` followed by the anchor index, the user's words and the footer, each unless already there.
 
-    The index and the quoted messages are redacted like everything that enters a summary.
+    The index and the quoted messages are redacted like everything that enters a summary. Without
+    ``history_pointer`` the footer is left out (Hermes writes it only when it knows the session's id).
     """
     sections = (
         (ANCHOR_HEADING, lambda: redact(anchor_index(turns))),
         (USER_MESSAGES_HEADING, lambda: redact(user_messages_section(turns))),
-        (RECOVERY_HEADING, lambda: recovery_footer(len(turns))),
+        (RECOVERY_HEADING, lambda: recovery_footer(len(turns)) if history_pointer else ""),
     )
     for heading, build in sections:
         if heading not in summary:

@@ -42,10 +42,10 @@ def capped_tail_tokens(tail_tokens: int, context_length: int, max_context_share:
     return max(1, min(tail_tokens, int(context_length * max_context_share)))
 
 
-def stub_text(tool_name: str, chars: int) -> str:
-    """The line a cut tool result reads."""
-    return (f"[{tool_name or 'tool'} {STUB_MARK}: {chars:,} chars, still in this session's history; "
-            "session_search finds them]")
+def stub_text(tool_name: str, chars: int, *, history_pointer: bool = True) -> str:
+    """The line a cut tool result reads; naming ``session_search`` only with ``history_pointer``."""
+    pointer = "; session_search finds them" if history_pointer else ""
+    return f"[{tool_name or 'tool'} {STUB_MARK}: {chars:,} chars, still in this session's history{pointer}]"
 
 
 def is_stub(content: str) -> bool:
@@ -84,8 +84,8 @@ def _tool_names(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
 
 
 def demote_stale_tail_tools(messages: Sequence[dict[str, Any]], tail_start: int,
-                            rounds: int = KEEP_TOOL_ROUNDS,
-                            min_chars: int = DEMOTE_MIN_CHARS) -> tuple[list[dict[str, Any]], list[int]]:
+                            rounds: int = KEEP_TOOL_ROUNDS, min_chars: int = DEMOTE_MIN_CHARS, *,
+                            history_pointer: bool = True) -> tuple[list[dict[str, Any]], list[int]]:
     """``messages`` with every long tool result at or after ``tail_start`` outside the newest ``rounds`` rounds
     cut to a stub, and the indices cut. Messages before ``tail_start`` and all others are the same objects."""
     keep = protected_rounds(messages, tail_start, rounds)
@@ -100,6 +100,6 @@ def demote_stale_tail_tools(messages: Sequence[dict[str, Any]], tail_start: int,
         if len(content) < min_chars or is_stub(content):
             continue
         name = names.get(message.get("tool_call_id") or "", message.get("name") or "")
-        out[index] = {**message, "content": stub_text(name, len(content))}
+        out[index] = {**message, "content": stub_text(name, len(content), history_pointer=history_pointer)}
         cut.append(index)
     return out, cut

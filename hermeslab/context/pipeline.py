@@ -424,7 +424,7 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     head = plan.pruned[:plan.boundary.start]
     tail = plan.pruned[plan.boundary.end:]
     if cfg.demote_stale_tail_tools:
-        demoted, cut = demote_stale_tail_tools(plan.pruned, plan.boundary.end)
+        demoted, cut = demote_stale_tail_tools(plan.pruned, plan.boundary.end, history_pointer=cfg.history_pointers)
         tail = demoted[plan.boundary.end:]
         record["tail_demoted_indices"] = cut
     task = state.original_task
@@ -492,7 +492,7 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
             body = f"{ORIGINAL_TASK_LABEL} {_task_quote(task)}\n\n{body}"
     record["original_task"] = task_record
     if cfg.lean_summary_sections:
-        body = augment_summary(body, plan.span)
+        body = augment_summary(body, plan.span, history_pointer=cfg.history_pointers)
 
     inserted = body
     if cfg.anchors:

@@ -269,6 +269,10 @@ class CompressionConfig:
     #: completion) plus an estimate of only the messages added since; with no such reading, an estimate
     #: over the threshold waits one request for one (unless the provider reports no usage).
     usage_anchor: bool = False
+    #: Lean summaries end with the pointer to the session's history and lean tail stubs name
+    #: ``session_search``; off, neither is written (Hermes writes both only when the compressor knows its
+    #: session id, which its eval's ``current`` arm does not).
+    history_pointers: bool = True
 
 
 _CHOICES = {
