@@ -65,7 +65,7 @@ import psutil
 from _record import Record, add_out_option
 
 from hermeslab.context.hermes_texts import texts_in_use
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.ab import ReplayCell, run_ab
 from hermeslab.eval.executors import ProcessExecutor
 from hermeslab.eval.recording import read_recordings

@@ -67,7 +67,7 @@ import hermeslab.core.tokens as tokens_module
 from hermeslab.context import CompressionState, compress, derive_budgets
 from hermeslab.context.summary import LLMSummariser
 from hermeslab.core.config import Config
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.provider import ChatRequest, ChatResponse, Usage
 from hermeslab.core.rough import rough_messages_tokens
 from hermeslab.core.tokens import default_counter, list_estimator

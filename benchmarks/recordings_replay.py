@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
 from hermeslab.eval.replay_compression import FixedSummariser, replay_recordings, sum_totals

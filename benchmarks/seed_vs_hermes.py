@@ -39,7 +39,7 @@ from pathlib import Path
 from _record import Record, add_out_option
 
 from hermeslab.context.extractive import ExtractiveSummariser
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.metrics import measure
 from hermeslab.eval.replay import replay
 from hermeslab.eval.replay_compression import report_of

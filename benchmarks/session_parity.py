@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _record import Record, add_out_option  # noqa: E402
 
 from hermeslab.context.hermes_texts import texts_in_use  # noqa: E402
-from hermeslab.core.config import load_config  # noqa: E402
+from hermeslab.policies.loading import load_config  # noqa: E402
 from hermeslab.eval.session_parity import compare, hermeslab_session, planned_session, session_encoding  # noqa: E402
 from hermeslab.recordings import Recording  # noqa: E402
 from hermeslab.reference.client import HermesReference  # noqa: E402

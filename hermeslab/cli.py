@@ -279,6 +279,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from .notebook.export import export_target
+
+    try:  # checked before any work, so a mistyped path costs nothing
+        target = export_target(args.out, args.format) if args.out else None
+    except ValueError as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
     config = _load_config(args.config)
     path = _lab_path(args, config)
     if not path.exists():
@@ -298,11 +304,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             text = recording_line(recording) + "\n"
     except ValueError as exc:  # an unknown session, or a transcript the format refuses (RecordingError)
         raise SystemExit(f"hermeslab: {exc}") from None
-    if not args.out:
+    if target is None:
         sys.stdout.write(text)
         return 0
-    target = Path(args.out)
-    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     print(f"exported {recording.id} ({len(recording.messages)} messages, {recording.meta['compressions']} "
           f"compression(s), sessions {' → '.join(recording.meta['lineage'])}) to {target}")

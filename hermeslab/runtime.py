@@ -39,7 +39,7 @@ class Runtime:
     def __init__(self, config: Config | None = None, *, source: str = "cli", bus: EventBus | None = None,
                  session: Session | None = None):
         from .agent import Agent
-        from .context.compactor import Compactor
+        from .policies.running import make_compactor
         from .core.events import EventBus
         from .providers import open_provider
         from .search.labsync import LabSearch
@@ -73,8 +73,8 @@ class Runtime:
         compactor = None
         if self.config.compression.enabled:
             hook = self.memory.pre_compress if self.memory is not None and self.memory.provider is not None else None
-            compactor = Compactor(self.config, make_summariser(self.config, self.provider_handle.provider),
-                                  todos=self.todos.format_for_injection, pre_compress=hook)
+            compactor = make_compactor(self.config, make_summariser(self.config, self.provider_handle.provider),
+                                       todos=self.todos.format_for_injection, pre_compress=hook)
         self.fallbacks = fallback_slots(self.config)
         self.agent = Agent(self.provider_handle.provider, config=self.config, tools=self.tools, bus=self.bus,
                            session=session, source=source, compactor=compactor, fallbacks=self.fallbacks,

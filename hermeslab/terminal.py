@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 
 from .core.config import Config, ConfigError, parse_overrides
-from .context.budget import explain_threshold
+from .policies.running import threshold_sentence
 
 PROMPT = "you> "
 HELP = """\
@@ -138,7 +138,7 @@ class TerminalChat:
             print(f"config overrides: {shown}\nusage: /config key=value ...  e.g. compression.threshold=0.6")
             return
         merged = {**self.overrides, **parse_overrides(words)}
-        from .core.config import load_config
+        from .policies.loading import load_config
         from .runtime import Runtime
 
         config = load_config(self.config, merged)  # a refused value stops here: nothing has changed
@@ -149,7 +149,7 @@ class TerminalChat:
         runtime.bus.subscribe(self._transcript(context_length=config.model.context_length))
         self.runtime, self.overrides = runtime, merged
         note = f"; the conversation continues in session {runtime.resume(resume)}" if resume else ""
-        print("config: " + ", ".join(words) + note + "\n" + explain_threshold(config))
+        print("config: " + ", ".join(words) + note + "\n" + threshold_sentence(config))
 
     def _cmd_export(self, rest: str) -> None:
         words = _split(rest)

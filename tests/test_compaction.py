@@ -6,7 +6,7 @@ from hermeslab.agent import Agent
 from hermeslab.context.compactor import Compactor
 from hermeslab.session import next_title
 from hermeslab.context.extractive import ExtractiveSummariser
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.types import is_summary_message
 from hermeslab.core.config import Config
 from hermeslab.core.events import CompressionEvent, EventBus, Notice, SessionEnded, SessionStarted

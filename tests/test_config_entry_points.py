@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from hermeslab.cli import _load_config
-from hermeslab.core.config import Config, ConfigError, load_config
-from hermeslab.core.presets import PRESETS, apply_preset
+from hermeslab.core.config import Config, ConfigError
+from hermeslab.policies.loading import (apply_preset, config_from_dict, config_from_yaml, load_config, preset_values,
+                                       with_overrides)
 from hermeslab.notebook.settings import Hermes
 
 SETTINGS = {"compression": {"preset": "hermes-0.19", "threshold": 0.6}, "model": {"context_length": 16_000}}
@@ -32,9 +33,9 @@ def test_every_entry_point_gives_the_same_effective_config(config_file):
     expected = apply_preset(Config(), "hermes-0.19").with_overrides(
         {"compression.threshold": 0.6, "model.context_length": 16_000})
     resolved = {
-        "Config.from_yaml": Config.from_yaml(config_file),
-        "Config.from_dict": Config.from_dict(SETTINGS),
-        "with_overrides": Config().with_overrides(OVERRIDES),
+        "config_from_yaml": config_from_yaml(config_file),
+        "config_from_dict": config_from_dict(SETTINGS),
+        "with_overrides": with_overrides(Config(), OVERRIDES),
         "load_config(path)": load_config(config_file),
         "load_config(str path)": load_config(str(config_file)),
         "load_config(spec)": load_config(SPEC),
@@ -52,15 +53,15 @@ def test_every_entry_point_gives_the_same_effective_config(config_file):
 
 
 def test_a_preset_in_a_file_supplies_every_compression_value_the_file_leaves_out(config_file):
-    loaded = Config.from_yaml(config_file)
-    for dotted, value in PRESETS["hermes-0.19"].items():
+    loaded = config_from_yaml(config_file)
+    for dotted, value in preset_values("hermes-0.19").items():
         if dotted != "compression.threshold":
             assert getattr(loaded.compression, dotted.split(".")[1]) == value, dotted
 
 
 def test_an_override_naming_a_preset_applies_it_before_the_other_keys_whatever_their_order():
-    first = Config().with_overrides({"compression.preset": "hermes-0.19", "compression.in_place": False})
-    last = Config().with_overrides({"compression.in_place": False, "compression.preset": "hermes-0.19"})
+    first = with_overrides(Config(), {"compression.preset": "hermes-0.19", "compression.in_place": False})
+    last = with_overrides(Config(), {"compression.in_place": False, "compression.preset": "hermes-0.19"})
     assert first.compression.in_place is last.compression.in_place is False
     assert first.compression.estimator == last.compression.estimator == "rough"
 
@@ -86,7 +87,7 @@ def test_the_cli_takes_preset_names_and_specs_where_it_took_files():
 ])
 def test_a_bad_preset_or_key_in_settings_is_named(source, message):
     with pytest.raises(ConfigError, match=message):
-        Config.from_dict(source)
+        config_from_dict(source)
 
 
 def test_an_out_of_range_value_is_refused_when_the_config_is_resolved(tmp_path):

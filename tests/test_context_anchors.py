@@ -18,7 +18,7 @@ from hermeslab.context.anchors import (ANCHOR_HEADING, ANCHOR_MIN_TOKENS, anchor
 from hermeslab.context.assemble import split_summary
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState, compress
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.types import is_summary_message
 
 from test_context_conversations import FixedSummariser, agent_session, assistant, call, tool, tool_turn, user

@@ -10,7 +10,7 @@ from hermeslab.core.config import Config
 from hermeslab.context.assemble import (MISSING_RESULT_STUB, REMOVED_CALL_TEXT, SYSTEM_NOTE, assemble,
                                         choose_summary_role, merge_summary, sanitize_tool_pairs, split_summary,
                                         strip_historical_media, summary_text)
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.types import LEGACY_SUMMARY_PREFIX, SUMMARY_END_MARKER, SUMMARY_PREFIX, is_summary_message
 
 from test_context_conversations import IMAGE_URL, assistant, call, system, tool, user

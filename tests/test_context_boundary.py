@@ -10,7 +10,7 @@ from hermeslab.context.assemble import split_summary
 from hermeslab.context.boundary import choose_boundary, min_tail_messages
 from hermeslab.context.budget import Budgets, derive_budgets
 from hermeslab.context.pipeline import CompressionState, plan_compression
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.turns import is_real_user_message, last_real_user_index
 from hermeslab.context.types import SUMMARY_END_MARKER, SUMMARY_PREFIX
 

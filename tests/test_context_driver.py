@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.core.provider import context_overflow
 
 from test_context_conversations import FixedSummariser

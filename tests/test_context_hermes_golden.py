@@ -17,7 +17,7 @@ from shared_data import dataset
 
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState, plan_compression
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config
 
 FILES = ("tau_bench_airline_gpt4o.jsonl", "mini_swe_agent_gemini3pro_swebv.jsonl")

@@ -18,7 +18,7 @@ from hermeslab.context.assemble import split_summary
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import (ORIGINAL_TASK_LABEL, ORIGINAL_TASK_MAX_CHARS, CompressionState, compress,
                                         plan_compression)
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.types import SUMMARY_END_MARKER, SUMMARY_PREFIX, SummaryOutcome, is_summary_message
 
 from test_context_conversations import (FailingSummariser, FixedSummariser, agent_session, assistant, call, system,

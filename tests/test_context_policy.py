@@ -11,7 +11,7 @@ from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState
 from hermeslab.context.error_limits import parse_context_limit
 from hermeslab.context.policy import CompressionPolicy, made_progress
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 
 
 @dataclass

@@ -16,7 +16,7 @@ from hermeslab.context.assemble import merge_summary, sanitize_tool_pairs, split
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.fit import fit_to_budget
 from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS, CompressionState, compress, plan_compression
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.turns import first_real_user_index, last_real_user_index
 from hermeslab.context.types import is_summary_message
 from hermeslab.eval.metrics import role_order_problems

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermeslab.core.config import Config
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.prune import (DUPLICATE_MARKER, IMAGE_PLACEHOLDER, TRUNCATION_MARKER, compute_prune_boundary,
                                      one_line_description, prune_messages)
 

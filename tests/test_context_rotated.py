@@ -21,7 +21,7 @@ from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState, compress
 from hermeslab.core.config import Config
 from hermeslab.core.messages import validate_messages
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 
 from test_context_conversations import FixedSummariser, conversations, text
 

@@ -20,7 +20,7 @@ from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.context.pipeline import CompressionState, compress
 from hermeslab.context.summary import LLMSummariser, answer_cap, fit_summary_call, winning_length
 from hermeslab.context.types import SummaryRequest
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.core.events import CompressionEvent, EventBus, TurnFinished
 from hermeslab.core.messages import validate_messages
 from hermeslab.core.provider import ChatRequest, ProviderError

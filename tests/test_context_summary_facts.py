@@ -9,7 +9,7 @@ from test_context_conversations import FixedSummariser, agent_session
 from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import CompressionState, compress
 from hermeslab.core.config import Config
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.eval.metrics import facts_in, message_text, word_set
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.eval.recording import load_recordings
 from hermeslab.eval.replay_compression import FixedSummariser, replay_session

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.eval.ab import (
     FlatSweepWarning,
@@ -33,7 +33,7 @@ from hermeslab.eval.ab import (
     run_ab,
     window_to_compress,
 )
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.recordings import Recording
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.eval.results import ResultsFile, _plain, column_values, read_results, sql_type

@@ -13,7 +13,7 @@ import pytest
 from hermeslab.cli import main
 from hermeslab.context.types import SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.eval.ab import ReplayCell, failure_line, run_ab
 from hermeslab.eval.checked import NotedRow, SummaryFallbackError, checked_row, summary_problem
 from hermeslab.eval.metrics import measure

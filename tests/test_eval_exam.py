@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hermeslab.cli import main
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.eval.ab import ReplayCell, run_ab
 from hermeslab.eval.exam import (
@@ -399,7 +399,7 @@ def test_ab_with_exam_checks_every_config_before_running(tmp_path):
 
 
 def test_a_config_without_an_endpoint_is_examined_at_the_one_another_config_names():
-    from hermeslab.core.config import load_config
+    from hermeslab.policies.loading import load_config
     from hermeslab.eval.exam import ExamSettings, answering, shared_endpoint
 
     hosted = load_config("seed,model.base_url=http://answerer.example/v1,model.api_key=sk-secret")

@@ -18,7 +18,7 @@ from hermeslab.recordings import validate_recording
 from hermeslab.recordings.lab import builtin_tool_schemas, import_lab, lab_chain
 from hermeslab.reference.client import WORKER_DIR
 from hermeslab.reference.venv import venv_python
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.runtime import Runtime
 from hermeslab.store import open as open_lab
 from tests.shared_data import hermes_venv

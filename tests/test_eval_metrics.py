@@ -8,7 +8,7 @@ import math
 import pytest
 
 from hermeslab.context import SUMMARY_PREFIX
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import TokenCounter
 from hermeslab.eval import metrics

@@ -11,7 +11,7 @@ import pytest
 from shared_data import dataset
 
 from hermeslab.cli import main
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, EventBus, MessageAdded, SessionStarted, ToolCallFinished
 from hermeslab.eval.metrics import measure

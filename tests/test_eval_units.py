@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.metrics import UNIT_COLUMNS, measure
 from hermeslab.eval.replay import replay
 from hermeslab.eval.stats import paired_compare

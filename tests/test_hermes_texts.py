@@ -16,7 +16,7 @@ from hermeslab.context.hermes_texts import (HERMES_WORDING, HERMESLAB_WORDING, S
                                             installed_texts, load_installed, one_liner, texts_in_use)
 from hermeslab.context.prune import prune_messages
 from hermeslab.context.types import LONG_SUMMARY_PREFIX, is_summary_message
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.replay import replay
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.recordings import Recording

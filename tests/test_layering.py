@@ -241,6 +241,7 @@ PIPELINE_STAYS_PURE = Rule(
 AGENT_EMITS_EVENTS_ONLY = Rule(sources=("hermeslab.agent",), forbidden=("hermeslab.store", "hermeslab.notebook"))
 TOOLS_KNOW_NO_MEMORY = Rule(sources=("hermeslab.tools",), forbidden=("hermeslab.memory",))
 NOTEBOOK_KNOWS_NO_EVAL = Rule(sources=("hermeslab.notebook",), forbidden=("hermeslab.eval",))
+MACHINERY_KNOWS_NO_POLICY = Rule(sources=("hermeslab.core", "hermeslab.context"), forbidden=("hermeslab.policies",))
 
 
 def _report(found: list[str]) -> str:
@@ -327,6 +328,11 @@ def test_tools_do_not_import_memory():
 
 def test_the_notebook_does_not_import_eval():
     found = violations(NOTEBOOK_KNOWS_NO_EVAL, package_edges())
+    assert not found, _report(found)
+
+
+def test_core_and_the_context_machinery_import_no_policy():
+    found = violations(MACHINERY_KNOWS_NO_POLICY, package_edges())
     assert not found, _report(found)
 
 

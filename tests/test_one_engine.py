@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.events import Event, EventBus
 from hermeslab.eval.recording import Recording

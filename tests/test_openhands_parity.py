@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hermeslab.core.openhands_presets import AMORTIZED, MASKING, SUMMARIZING
+from hermeslab.policies.openhands import AMORTIZED, MASKING, SUMMARIZING
 from hermeslab.reference.openhands.client import OpenHandsReference
 from hermeslab.reference.openhands.compare import Tally
 from hermeslab.reference.openhands.steps import preset_config, replay

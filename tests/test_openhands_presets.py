@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
 from hermeslab.context.openhands_condensers import (
     MASK,
@@ -34,8 +33,9 @@ from hermeslab.context.openhands_view import (
 from hermeslab.context.types import SummaryOutcome
 from hermeslab.core.config import Config, ConfigError
 from hermeslab.core.messages import validate_messages, wire_messages
-from hermeslab.core.openhands_presets import AMORTIZED, MASKING, SUMMARIZING
-from hermeslab.core.presets import PRESETS, apply_preset, validate_compression_config
+from hermeslab.policies.loading import apply_preset, preset_values, validate_compression_config, with_overrides
+from hermeslab.policies.openhands import AMORTIZED, MASKING, SUMMARIZING
+from hermeslab.policies.running import make_compactor
 from hermeslab.reference.openhands.steps import preset_config, replay
 
 
@@ -61,11 +61,11 @@ class Fixed:
 
 def test_presets_are_registered_with_their_sources_numbers():
     # SDK lines 558-559 (default_condenser); 0.62 condenser_config.py lines 23-24, 92-93, 99-100.
-    assert PRESETS[SUMMARIZING]["compression.trigger_events"] == 80
-    assert PRESETS[SUMMARIZING]["compression.keep_first_events"] == 4
-    assert PRESETS[MASKING]["compression.trigger_events"] == 100
-    assert PRESETS[AMORTIZED]["compression.trigger_events"] == 100
-    assert PRESETS[AMORTIZED]["compression.keep_first_events"] == 1
+    assert preset_values(SUMMARIZING)["compression.trigger_events"] == 80
+    assert preset_values(SUMMARIZING)["compression.keep_first_events"] == 4
+    assert preset_values(MASKING)["compression.trigger_events"] == 100
+    assert preset_values(AMORTIZED)["compression.trigger_events"] == 100
+    assert preset_values(AMORTIZED)["compression.keep_first_events"] == 1
     for name in (SUMMARIZING, MASKING, AMORTIZED):
         cfg = apply_preset(Config(), name).compression
         assert cfg.strategy.startswith("openhands_") and cfg.in_place and cfg.system_in_pipeline
@@ -186,7 +186,7 @@ def test_amortized_output_sends_only_whole_pairs_and_counts_every_kept_event(rou
     messages = session(rounds, parallel=parallel)[:-1]
     config = preset_config(AMORTIZED, {"compression.trigger_events": max_size,
                                        "compression.keep_first_events": keep_first})
-    driver = ContextDriver(Compactor(config, Fixed()), context_length=config.model.context_length)
+    driver = ContextDriver(make_compactor(config, Fixed()), context_length=config.model.context_length)
     history: list[dict] = []
     for message in messages:
         view = events_of(history)
@@ -213,7 +213,7 @@ def test_masking_hides_observations_older_than_the_window():
 @pytest.mark.parametrize("preset", [SUMMARIZING, AMORTIZED, MASKING])
 def test_driver_triggers_on_event_count_before_any_call(preset):
     config = preset_config(preset, {"compression.trigger_events": 10, "compression.keep_first_events": 1})
-    driver = ContextDriver(Compactor(config, Fixed()), context_length=config.model.context_length)
+    driver = ContextDriver(make_compactor(config, Fixed()), context_length=config.model.context_length)
     short = session(3)[:-1]  # 8 events
     assert driver.before_call(short, None, first=True) is None
     long = session(6)[:-1]  # 14 events
@@ -265,7 +265,7 @@ def test_summarizing_output_is_always_a_valid_conversation(rounds, parallel, max
     ({"compression.keep_first_events": -1}, "must not be negative"),
 ])
 def test_settings_openhands_would_refuse_are_refused(overrides, words):
-    cfg = Config().with_overrides({"compression.preset": SUMMARIZING, **overrides}).compression
+    cfg = with_overrides(Config(), {"compression.preset": SUMMARIZING, **overrides}).compression
     with pytest.raises(ConfigError, match=words):
         validate_compression_config(cfg)
 
@@ -278,6 +278,6 @@ class Silent:
 def test_a_summary_that_fails_leaves_the_context_as_it_was():
     # SDK lines 261-266: a failed summary call is no condensation; base.py 174-178: a soft one keeps the view.
     config = preset_config(SUMMARIZING, {"compression.trigger_events": 10, "compression.keep_first_events": 1})
-    compaction = Compactor(config, Silent()).run(session(6)[:-1], trigger="pressure")
+    compaction = make_compactor(config, Silent()).run(session(6)[:-1], trigger="pressure")
     assert compaction.result.aborted and not compaction.changed
     assert compaction.messages == session(6)[:-1]

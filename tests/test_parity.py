@@ -22,7 +22,7 @@ from shared_data import dataset, hermes_venv
 
 from hermeslab.context import CompressionState, derive_budgets, plan_compression
 from hermeslab.core.config import Config
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.reference.client import HermesReference
 
 pytestmark = pytest.mark.slow

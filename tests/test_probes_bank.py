@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.ab import gather_recordings
 from hermeslab.eval.metrics import message_text
 from hermeslab.eval.probes.bank import BANK_TYPES, bank_hash, bank_of, build_bank, run_bank

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from hermeslab.context.budget import derive_budgets
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.probes.cycles import cycles, run_cycles, stuck_sessions
 from hermeslab.eval.replay import CompressionRecord, ReplayRun
 from hermeslab.providers.replay import ServedCall, make_counter

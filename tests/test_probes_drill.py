@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.eval.probes.bank import run_bank
 from hermeslab.eval.probes.context import effective_compactions
 from hermeslab.eval.probes.drill import trace

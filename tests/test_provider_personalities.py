@@ -28,6 +28,7 @@ from hermeslab.eval.fault_matrix import prepare_workspace
 from hermeslab.providers import LocalServer, OfflineModel, OpenAICompatProvider
 from hermeslab.providers.faults import FaultSchedule, serve_with_faults
 from hermeslab.providers.personalities import PERSONALITIES, personality_named
+from hermeslab.policies.loading import with_overrides
 from hermeslab.recovery import SessionSize, classify
 from hermeslab.tools import builtin_registry
 
@@ -88,8 +89,8 @@ def hosted():
 
 def agent_for(server: Hosted, workspace: Path, **overrides: Any) -> tuple[Agent, list]:
     prepare_workspace(workspace)
-    config = Config().with_overrides({"tools.workspace": str(workspace), "compression.summariser": "extractive",
-                                      **overrides})
+    config = with_overrides(Config(), {"tools.workspace": str(workspace), "compression.summariser": "extractive",
+                                       **overrides})
     bus, events = EventBus(), []
     bus.subscribe(events.append)
     agent = Agent(server.client, config=config, tools=builtin_registry(config.tools), bus=bus,

@@ -16,7 +16,7 @@ import pytest
 from shared_data import dataset, hermes_venv
 
 from hermeslab.context import SUMMARY_END_MARKER, SUMMARY_PREFIX
-from hermeslab.core.presets import apply_preset
+from hermeslab.policies.loading import apply_preset
 from hermeslab.context.extractive import ExtractiveSummariser
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import default_counter

@@ -16,8 +16,8 @@ import pytest
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
 from hermeslab.context.pipeline import NO_USER_PLACEHOLDER, ensure_real_user_turn
-from hermeslab.core.config import load_config
-from hermeslab.core.presets import PRESETS
+from hermeslab.policies.loading import load_config
+from hermeslab.policies.loading import preset_values
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.reference.worker.message_digest import compared, view
 
@@ -29,7 +29,7 @@ NEW_SWITCHES = ("system_in_pipeline", "reinsert_latest_user", "refuse_no_gain", 
 
 
 def test_each_new_switch_keeps_seed_and_takes_hermes_value_in_hermes_preset():
-    seed, hermes = PRESETS["seed"], PRESETS["hermes-0.19"]
+    seed, hermes = preset_values("seed"), preset_values("hermes-0.19")
     seed_values = {"system_in_pipeline": True, "reinsert_latest_user": True, "refuse_no_gain": True,
                    "judge_by_estimate": True}
     for name in NEW_SWITCHES:

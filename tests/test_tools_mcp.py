@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hermeslab import store
 from hermeslab.core.config import Config, ConfigError, MCPServerConfig
 from hermeslab.core.events import EventBus, Notice
-from hermeslab.core.config import load_config
+from hermeslab.policies.loading import load_config
 from hermeslab.runtime import Runtime
 from hermeslab.tools import Tool, ToolError, ToolRegistry, execute_tool_calls
 from hermeslab.tools.mcp.manager import MCPManager

@@ -23,28 +23,29 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermeslab.cli import main
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.compactor import Compactor
 from hermeslab.context.policy import CompressionPolicy
 from hermeslab.context.pipeline import CompressionState
 from hermeslab.context.types import SummaryOutcome, is_summary_message
-from hermeslab.context.zoo import ZOO_STRATEGIES
-from hermeslab.context.zoo_claude import CLEARED as CLAUDE_CLEARED, KEEP_TOOL_USES
-from hermeslab.context.zoo_codex import OPENING, USER_MESSAGE_BUDGET, approx_tokens, select_user_messages
 from hermeslab.context.zoo_common import ZooInput
-from hermeslab.context.zoo_gemini import ACK, FAILED_FLAG, TOOL_OUTPUT_BUDGET, estimate_text, split_point
-from hermeslab.context.zoo_opencode import ASK, CLEARED, GO_ON, estimate_tokens, outputs_to_clear
-from hermeslab.context.zoo_roo import condense_refusal, hide_older_half
-from hermeslab.core.config import ConfigError, load_config
+from hermeslab.core.config import ConfigError
 from hermeslab.core.messages import validate_messages
-from hermeslab.core.presets import PRESETS
-from hermeslab.core.zoo_presets import CLAUDE_CODE, CLEAR_TOOL_USES, CODEX, GEMINI, OPENCODE, ROO, STRATEGIES
 from hermeslab.eval.metrics import role_order_problems
+from hermeslab.policies.claude import CLAUDE_CODE, CLEAR_TOOL_USES, CLEARED as CLAUDE_CLEARED, KEEP_TOOL_USES
+from hermeslab.policies.codex import NAME as CODEX, OPENING, USER_MESSAGE_BUDGET, approx_tokens, select_user_messages
+from hermeslab.policies.gemini import ACK, FAILED_FLAG, NAME as GEMINI, TOOL_OUTPUT_BUDGET, estimate_text, split_point
+from hermeslab.policies.loading import load_config, preset_values
+from hermeslab.policies.opencode import ASK, CLEARED, GO_ON, NAME as OPENCODE, estimate_tokens, outputs_to_clear
+from hermeslab.policies.registry import registry
+from hermeslab.policies.roo import NAME as ROO, condense_refusal, hide_older_half
+from hermeslab.policies.running import budgets_of, make_compactor
 from hermeslab.eval.replay_compression import FixedSummariser
 
 from test_context_conversations import conversations
 
 ZOO = (CODEX, GEMINI, OPENCODE, ROO, CLAUDE_CODE, CLEAR_TOOL_USES)
+#: Each zoo preset's strategy, as its policy module registers it.
+STRATEGIES = {preset_values(name)["compression.strategy"]: registry().strategies[
+    preset_values(name)["compression.strategy"]][0].run for name in ZOO}
 PROJECT_RECORDINGS = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
 
 
@@ -57,12 +58,12 @@ class Failing:
 
 def _threshold(preset: str, window: int, max_tokens: int | None = None, **overrides) -> int:
     config = load_config(preset, {"model.context_length": window, "model.max_tokens": max_tokens, **overrides})
-    return derive_budgets(config.compression, window, max_tokens).threshold_tokens
+    return budgets_of(config.compression, window, max_tokens).threshold_tokens
 
 
 def _fires_exactly_at(preset: str, window: int, max_tokens: int | None, expected: int) -> None:
     config = load_config(preset, {"model.context_length": window, "model.max_tokens": max_tokens})
-    budgets = derive_budgets(config.compression, window, max_tokens)
+    budgets = budgets_of(config.compression, window, max_tokens)
     policy = CompressionPolicy(config.compression, budgets, CompressionState())
     assert budgets.threshold_tokens == expected
     assert policy.should_compress(expected, "pressure")
@@ -71,7 +72,7 @@ def _fires_exactly_at(preset: str, window: int, max_tokens: int | None, expected
 
 def _zoo(preset: str, window: int = 1_000_000, summariser=None, max_tokens: int | None = None) -> ZooInput:
     config = load_config(preset, {"model.context_length": window, "model.max_tokens": max_tokens})
-    compactor = Compactor(config, summariser or FixedSummariser("THE SUMMARY"))
+    compactor = make_compactor(config, summariser or FixedSummariser("THE SUMMARY"))
     return ZooInput(cfg=config.compression, budgets=compactor.budgets, summariser=compactor.summariser,
                     estimate=compactor._estimate_message, max_tokens=max_tokens)
 
@@ -105,9 +106,10 @@ def test_every_zoo_preset_loads_by_name_and_in_a_spec():
         assert config.model.context_length == 8000 and config.compression.strategy in STRATEGIES
 
 
-def test_the_zoo_strategy_names_are_the_ones_the_compactor_dispatches_on():
-    assert set(STRATEGIES) == set(ZOO_STRATEGIES)
-    assert {PRESETS[name]["compression.strategy"] for name in ZOO} == set(STRATEGIES)
+def test_each_zoo_preset_names_a_strategy_of_its_own_policy_module():
+    for name in ZOO:
+        preset, entry = registry().presets[name]
+        assert registry().strategies[preset.overrides["compression.strategy"]][1] is entry
 
 
 def test_an_unknown_strategy_is_still_refused():
@@ -129,7 +131,7 @@ def test_codex_keeps_the_instructions_and_the_users_messages_then_the_summary():
     """compact.rs 162-165 (user messages collected, history rebuilt from the initial context) and 268-288
     (each kept user message, then the summary as the last user message, after SUMMARY_PREFIX, line 161)."""
     messages = _conversation()
-    result = ZOO_STRATEGIES["codex_user_messages"](messages, _zoo(CODEX), {})
+    result = STRATEGIES["codex_user_messages"](messages, _zoo(CODEX), {})
     out = result.messages
     assert out[0] == messages[0]
     assert [m["content"] for m in out[1:-1]] == ["fix the bug in parser.py", "also add a test"]
@@ -154,14 +156,14 @@ def test_codex_takes_user_messages_newest_first_up_to_20000_tokens_cutting_the_o
 def test_codex_earlier_summaries_are_not_kept_as_user_messages():
     """compact.rs 209-227: collect_user_messages skips messages that start with the summary prefix."""
     zoo = _zoo(CODEX)
-    first = ZOO_STRATEGIES["codex_user_messages"](_conversation(), zoo, {}).messages
-    second = ZOO_STRATEGIES["codex_user_messages"](first + [{"role": "user", "content": "next"}], zoo, {}).messages
+    first = STRATEGIES["codex_user_messages"](_conversation(), zoo, {}).messages
+    second = STRATEGIES["codex_user_messages"](first + [{"role": "user", "content": "next"}], zoo, {}).messages
     assert [m["content"] for m in second[1:-1]] == ["fix the bug in parser.py", "also add a test", "next"]
 
 
 def test_codex_without_a_summary_still_compacts_with_a_placeholder():
     """compact.rs 278-282: an empty summary becomes a fixed placeholder, the history is replaced anyway."""
-    result = ZOO_STRATEGIES["codex_user_messages"](_conversation(), _zoo(CODEX, summariser=Failing()), {})
+    result = STRATEGIES["codex_user_messages"](_conversation(), _zoo(CODEX, summariser=Failing()), {})
     assert result.messages[-1]["content"].startswith(OPENING) and result.record["summary_missing"]
     assert not result.aborted
 
@@ -192,7 +194,7 @@ def test_gemini_keeps_the_newest_part_behind_a_snapshot_and_an_acknowledgement()
     """chatCompressionService.ts 431-441: [user: summary, model: acknowledgement, ...kept history]."""
     messages = _conversation() + [{"role": "user", "content": "and update the docs"},
                                   {"role": "assistant", "content": "Updated."}]
-    result = ZOO_STRATEGIES["gemini_state_snapshot"](messages, _zoo(GEMINI), {})
+    result = STRATEGIES["gemini_state_snapshot"](messages, _zoo(GEMINI), {})
     out = result.messages
     cut = split_point(messages[1:])
     assert out[0] == messages[0]
@@ -207,9 +209,9 @@ def test_gemini_refuses_a_compression_that_grows_the_prompt_and_then_only_shorte
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     memory: dict = {}
     zoo = _zoo(GEMINI, summariser=FixedSummariser("long " * 500))
-    refused = ZOO_STRATEGIES["gemini_state_snapshot"](messages, zoo, memory)
+    refused = STRATEGIES["gemini_state_snapshot"](messages, zoo, memory)
     assert refused.messages == messages and refused.record["outcome"] == "inflated" and memory[FAILED_FLAG]
-    again = ZOO_STRATEGIES["gemini_state_snapshot"](messages + [{"role": "user", "content": "more"}], zoo, memory)
+    again = STRATEGIES["gemini_state_snapshot"](messages + [{"role": "user", "content": "more"}], zoo, memory)
     assert again.record["outcome"] == "nothing_to_summarise" and again.summary_text is None
 
 
@@ -220,7 +222,7 @@ def test_gemini_shortens_tool_outputs_older_than_the_newest_50000_tokens():
     big = "x" * 120_000  # 30,000 tokens each
     messages = [{"role": "user", "content": "go"}, _call("1"), _tool("1", big), _call("2"), _tool("2", big),
                 _call("3"), _tool("3", big), {"role": "assistant", "content": "done"}]
-    result = ZOO_STRATEGIES["gemini_state_snapshot"](messages, _zoo(GEMINI, window=10_000_000), {})
+    result = STRATEGIES["gemini_state_snapshot"](messages, _zoo(GEMINI, window=10_000_000), {})
     assert result.record["shortened_outputs"] == [2, 4]  # the newest output fits the budget whole
 
 
@@ -259,7 +261,7 @@ def test_opencode_clears_outputs_past_the_newest_40000_tokens_when_that_frees_ov
     summary = [{"role": "assistant", "content": "old summary", "_compressed_summary": True}]
     assert outputs_to_clear(history[:1] + summary + history[1:])[0] == [3, 5, 7]
     assert outputs_to_clear(history[:7] + summary + history[7:])[0] == []  # stops at the earlier summary
-    result = ZOO_STRATEGIES["opencode_prune_summary"]([{"role": "system", "content": "s"}] + history,
+    result = STRATEGIES["opencode_prune_summary"]([{"role": "system", "content": "s"}] + history,
                                                        _zoo(OPENCODE), {})
     assert result.record["cleared_outputs"] == chosen
 
@@ -269,7 +271,7 @@ def test_opencode_replaces_the_whole_conversation_with_request_summary_and_go_on
     (message-v2.ts turns the compaction part into a user question; filterCompacted starts the history there);
     an automatic compaction adds a synthetic user message asking to continue."""
     messages = _conversation()
-    out = ZOO_STRATEGIES["opencode_prune_summary"](messages, _zoo(OPENCODE), {}).messages
+    out = STRATEGIES["opencode_prune_summary"](messages, _zoo(OPENCODE), {}).messages
     assert out[0] == messages[0]
     assert [(m["role"], m["content"]) for m in out[1:]] == [("user", ASK), ("assistant", "THE SUMMARY"),
                                                               ("user", GO_ON)]
@@ -294,7 +296,7 @@ def test_roo_condenses_everything_into_one_user_summary():
     """condense/index.ts 458-487 (the summary, a user message, is appended and every earlier message is hidden)
     and 546-553 (the model then sees the summary onwards: a fresh start)."""
     messages = _conversation()
-    result = ZOO_STRATEGIES["roo_condense"](messages, _zoo(ROO), {})
+    result = STRATEGIES["roo_condense"](messages, _zoo(ROO), {})
     assert result.messages[0] == messages[0] and len(result.messages) == 2
     summary = result.messages[1]
     assert summary["role"] == "user" and is_summary_message(summary) and summary["content"].endswith("THE SUMMARY")
@@ -302,7 +304,7 @@ def test_roo_condenses_everything_into_one_user_summary():
 
 def test_roo_will_not_condense_right_after_a_condense():
     """condense/index.ts 279-295: nothing but the last summary (and at most one more message) is not condensed."""
-    condensed = ZOO_STRATEGIES["roo_condense"](_conversation(), _zoo(ROO), {}).messages[1:]
+    condensed = STRATEGIES["roo_condense"](_conversation(), _zoo(ROO), {}).messages[1:]
     assert condense_refusal(condensed) is not None
     assert condense_refusal(condensed + [{"role": "user", "content": "x"}]) == "condensed recently"
     assert condense_refusal(condensed + [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]) is None
@@ -321,9 +323,9 @@ def test_roo_falls_back_to_hiding_the_older_half_when_condensing_fails():
     assert kept[0] == {"role": "user", "content": "task\n\n[4 earlier messages hidden to fit the context window]"}
     assert kept[1:] == history[5:]
     messages = [{"role": "system", "content": "s"}] + history
-    result = ZOO_STRATEGIES["roo_condense"](messages, _zoo(ROO, window=8_000, summariser=Failing()), {})
+    result = STRATEGIES["roo_condense"](messages, _zoo(ROO, window=8_000, summariser=Failing()), {})
     assert result.record["outcome"] == "truncated" and result.messages[1:] == kept
-    wide = ZOO_STRATEGIES["roo_condense"](messages, _zoo(ROO, summariser=Failing()), {})
+    wide = STRATEGIES["roo_condense"](messages, _zoo(ROO, summariser=Failing()), {})
     assert wide.messages == messages and wide.aborted  # under the room: nothing is hidden
 
 
@@ -366,7 +368,7 @@ def test_claude_code_replaces_everything_after_the_system_prompt_with_one_summar
     the clearing how-claude-code-works "When context fills up" mentions has no published rule and is left out."""
     messages = _conversation()
     recorder = Recorder()
-    result = ZOO_STRATEGIES["claude_code_summary"](messages, _zoo(CLAUDE_CODE, summariser=recorder), {})
+    result = STRATEGIES["claude_code_summary"](messages, _zoo(CLAUDE_CODE, summariser=recorder), {})
     assert result.messages[0] == messages[0] and len(result.messages) == 2
     summary = result.messages[1]
     assert summary["role"] == "user" and is_summary_message(summary) and summary["content"] == "THE SUMMARY"
@@ -376,7 +378,7 @@ def test_claude_code_replaces_everything_after_the_system_prompt_with_one_summar
 def test_claude_code_has_nothing_to_compact_without_history():
     """costs "Reduce token usage": in a fresh session /compact prints "Not enough messages to compact."."""
     system = [{"role": "system", "content": "You are a coding agent."}]
-    result = ZOO_STRATEGIES["claude_code_summary"](system, _zoo(CLAUDE_CODE), {})
+    result = STRATEGIES["claude_code_summary"](system, _zoo(CLAUDE_CODE), {})
     assert result.messages == system and result.condensed == 0 and not result.aborted
     assert result.record["outcome"] == "nothing_to_summarise"
 
@@ -384,7 +386,7 @@ def test_claude_code_has_nothing_to_compact_without_history():
 def test_claude_code_without_a_summary_keeps_the_conversation():
     """Not documented: what Claude Code does when the summary fails. hermeslab's assumption: nothing changes."""
     messages = _conversation()
-    result = ZOO_STRATEGIES["claude_code_summary"](messages, _zoo(CLAUDE_CODE, summariser=Failing()), {})
+    result = STRATEGIES["claude_code_summary"](messages, _zoo(CLAUDE_CODE, summariser=Failing()), {})
     assert result.messages == messages and result.aborted and result.summary_error == "no model"
 
 
@@ -412,7 +414,7 @@ def test_clear_tool_uses_keeps_the_newest_three_results_and_every_call():
     ``clear_tool_inputs`` false."""
     assert KEEP_TOOL_USES == 3
     messages = _tool_session(5)
-    result = ZOO_STRATEGIES["anthropic_clear_tool_uses"](messages, _zoo(CLEAR_TOOL_USES), {})
+    result = STRATEGIES["anthropic_clear_tool_uses"](messages, _zoo(CLEAR_TOOL_USES), {})
     out = result.messages
     results = [i for i, m in enumerate(messages) if m["role"] == "tool"]
     assert [out[i]["content"] for i in results[:2]] == [CLAUDE_CLEARED, CLAUDE_CLEARED]
@@ -427,12 +429,12 @@ def test_clear_tool_uses_frees_any_amount_and_stops_when_only_the_newest_are_lef
     """context-editing "Configuration options": ``clear_at_least`` defaults to none, so a result of a few tokens is
     cleared too (here some 60 tokens); once only the newest three hold output, an edit changes nothing."""
     messages = _tool_session(4)
-    first = ZOO_STRATEGIES["anthropic_clear_tool_uses"](messages, _zoo(CLEAR_TOOL_USES), {})
+    first = STRATEGIES["anthropic_clear_tool_uses"](messages, _zoo(CLEAR_TOOL_USES), {})
     assert first.condensed == 1 and first.effective
-    again = ZOO_STRATEGIES["anthropic_clear_tool_uses"](first.messages, _zoo(CLEAR_TOOL_USES), {})
+    again = STRATEGIES["anthropic_clear_tool_uses"](first.messages, _zoo(CLEAR_TOOL_USES), {})
     assert again.messages == first.messages and again.condensed == 0
     few = _tool_session(3)
-    assert ZOO_STRATEGIES["anthropic_clear_tool_uses"](few, _zoo(CLEAR_TOOL_USES), {}).messages == few
+    assert STRATEGIES["anthropic_clear_tool_uses"](few, _zoo(CLEAR_TOOL_USES), {}).messages == few
 
 
 # ---------------------------------------------------------------- every strategy on any conversation
@@ -447,7 +449,7 @@ def test_a_zoo_compaction_leaves_a_valid_conversation_and_its_input_alone(preset
     that changed nothing says so."""
     snapshot = json.dumps(messages, sort_keys=True)
     zoo = _zoo(preset, window=window, summariser=Failing() if fails else None)
-    result = ZOO_STRATEGIES[PRESETS[preset]["compression.strategy"]](messages, zoo, {})
+    result = STRATEGIES[preset_values(preset)["compression.strategy"]](messages, zoo, {})
     assert json.dumps(messages, sort_keys=True) == snapshot
     validate_messages(result.messages)
     if messages and messages[0]["role"] == "system":
@@ -465,7 +467,7 @@ def test_a_zoo_compaction_at_a_small_window_breaks_no_message_order(preset, mess
     role-order problem (a system message after the start, a result away from its call, two user or two
     assistant messages in a row) that its input did not have."""
     zoo = _zoo(preset, window=window, summariser=Failing() if fails else None, max_tokens=max_tokens)
-    result = ZOO_STRATEGIES[PRESETS[preset]["compression.strategy"]](messages, zoo, {})
+    result = STRATEGIES[preset_values(preset)["compression.strategy"]](messages, zoo, {})
     if preset == CODEX:  # its compacted history is the user's own messages then the summary, one user item each
         assert role_order_problems(_users_joined(result.messages)) <= role_order_problems(_users_joined(messages))
     else:
@@ -498,7 +500,7 @@ def test_the_fast_replay_decides_as_the_loop_under_each_zoo_preset(preset):
 def test_presets_lists_every_preset_with_its_source(capsys):
     assert main(["presets"]) == 0
     out = capsys.readouterr().out
-    for name in PRESETS:
+    for name in registry().presets:
         assert f"\n{name}\n" in f"\n{out}"
     assert "RooCodeInc/Roo-Code @ cb836567" in out and "google-gemini/gemini-cli @ 5411f113" in out
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hermeslab.core.compression_config import validate_values
 from hermeslab.core.config import CompressionConfig, Config
 
-from ..core.presets import validate_compression_config
-from .zoo_triggers import OUTPUT_RESERVES as ZOO_OUTPUT_RESERVES, TRIGGER_RULES as ZOO_TRIGGER_RULES, zoo_threshold_tokens
+from .lean_tail import capped_tail_tokens, lean_tail_tokens
+from .rules import StrategyRules, rules_matching
 
 _TARGET_RATIO_RANGE = (0.10, 0.80)
 
@@ -48,7 +49,7 @@ def effective_threshold_percent(cfg: CompressionConfig, context_length: int) -> 
 
 
 def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None,
-                   fixed_tokens: int = 0) -> Budgets:
+                   fixed_tokens: int = 0, rules: StrategyRules | None = None) -> Budgets:
     """Budgets for a window of ``context_length`` tokens with ``max_tokens`` reserved for output.
 
     The threshold has a floor (``min_threshold_tokens``) so that mid-sized windows
@@ -62,8 +63,16 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     of what the threshold leaves once ``fixed_tokens`` (system prompt and tool
     schemas, which no compression removes) are paid: otherwise a large fixed
     cost plus a full-size tail lands the compressed prompt back at the threshold.
+    Lean-era Hermes switches: ``floor_trigger_ratio`` lowers a binding floor,
+    ``max_threshold_tokens`` caps the trigger, ``tail_mode: lean`` sizes the tail
+    from the window alone, and ``tail_max_context_share`` caps the tail and its
+    overshoot at a share of the window.
+
+    ``rules`` are what the config's strategy brings (``hermeslab.policies``
+    resolves them); an agent's own trigger rule replaces the fraction rule.
     """
-    validate_compression_config(cfg)
+    validate_values(cfg)
+    rules = rules_matching(cfg, rules)
     if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length <= 0:
         raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
     if isinstance(fixed_tokens, bool) or not isinstance(fixed_tokens, int) or fixed_tokens < 0:
@@ -73,49 +82,66 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
         if context_length - max_tokens > 0:
             effective = context_length - max_tokens
     percent = effective_threshold_percent(cfg, context_length)
-    threshold = max(int(effective * percent), cfg.min_threshold_tokens)
+    proportional = int(effective * percent)
+    threshold = max(proportional, cfg.min_threshold_tokens)
+    if cfg.floor_trigger_ratio is not None and threshold > proportional:  # the floor binds: not above this share
+        threshold = min(threshold, max(proportional, int(effective * cfg.floor_trigger_ratio)))
     if threshold >= effective:
         threshold = max(1, min(int(effective * cfg.min_trigger_ratio), effective - 1))
     if cfg.max_trigger_ratio is not None:
         threshold = max(1, min(threshold, int(effective * cfg.max_trigger_ratio)))
-    zoo = zoo_threshold_tokens(cfg, context_length, max_tokens)  # a zoo strategy brings its agent's trigger
-    threshold = threshold if zoo is None else zoo
+    if cfg.max_threshold_tokens is not None:
+        threshold = max(1, min(threshold, cfg.max_threshold_tokens, context_length))
+    if rules is not None and rules.trigger is not None:  # the agent's own rule decides where it fires
+        threshold = rules.trigger(cfg, context_length, max_tokens)
     ratio = min(max(cfg.target_ratio, _TARGET_RATIO_RANGE[0]), _TARGET_RATIO_RANGE[1])
     history = max(0, threshold - fixed_tokens) if cfg.tail_after_fixed_cost else threshold
-    tail = int(history * ratio)
+    tail = lean_tail_tokens(context_length) if cfg.tail_mode == "lean" else int(history * ratio)
+    tail = capped_tail_tokens(tail, context_length, cfg.tail_max_context_share)
+    if cfg.fixed_tail_tokens is not None:  # a tail set outright: no formula and no share cap size it
+        tail = cfg.fixed_tail_tokens
+    soft = capped_tail_tokens(int(tail * cfg.soft_tail_factor), context_length, cfg.tail_max_context_share)
+    soft = max(soft, tail)  # the overshoot's cap never cuts into the budget itself
     return Budgets(
         context_length=context_length,
         effective_window=effective,
         threshold_tokens=threshold,
         tail_token_budget=tail,
-        soft_tail_tokens=int(tail * cfg.soft_tail_factor),
+        soft_tail_tokens=soft,
         max_summary_tokens=min(int(context_length * cfg.summary_context_share), cfg.summary_max_tokens),
         threshold_percent=percent,
         fixed_tokens=fixed_tokens,
     )
 
 
-def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None) -> str:
+def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None,
+                   rules: StrategyRules | None = None) -> str:
     """Which rule of ``derive_budgets`` set the trigger at this window, in words a setting's author can act on.
 
     A setting can be accepted and still do nothing (a floor or a ceiling wins,
-    or a zoo strategy brings its agent's own rule): the sentence says which
+    or the strategy's policy brings its agent's own rule): the sentence says which
     rule decided, and for a floor, from which window on the fraction acts.
     """
-    budgets = derive_budgets(cfg, context_length, max_tokens)
+    budgets = derive_budgets(cfg, context_length, max_tokens, rules=rules)
     window, percent, floor = budgets.effective_window, budgets.threshold_percent, cfg.min_threshold_tokens
     proportional = int(window * percent)
     reserve = context_length - window
     fallback = f"so compression fires at min_trigger_ratio {cfg.min_trigger_ratio} of it"
-    if cfg.strategy in ZOO_TRIGGER_RULES:
+    if rules is not None and rules.trigger is not None:
         rule = f"the trigger rule of the {cfg.preset} strategy ({cfg.strategy}) decides"
-        reserve_of = ZOO_OUTPUT_RESERVES.get(cfg.strategy)
+        reserve_of = rules.output_reserve
         if reserve_of is not None:
             source = "model.max_tokens" if max_tokens else "the agent's default, model.max_tokens being unset"
             rule += f", keeping {reserve_of(max_tokens):,} tokens for the reply ({source})"
         if budgets.threshold_tokens <= 1:
             rule += "; at this window that leaves no room for a prompt, so it compacts before every request"
         return rule
+    cap = cfg.max_threshold_tokens
+    if cap is not None and budgets.threshold_tokens == min(cap, context_length) < max(floor, proportional):
+        return f"{cfg.preset}'s max_threshold_tokens cap of {cap:,} holds compression below {percent} of the window"
+    if cfg.floor_trigger_ratio is not None and proportional < budgets.threshold_tokens < floor:
+        return (f"{cfg.preset}'s min_threshold_tokens floor of {floor:,} would bind; floor_trigger_ratio holds it at "
+                f"{cfg.floor_trigger_ratio} of the window")
     if floor >= window:
         return f"the min_threshold_tokens floor of {floor:,} reaches the window, {fallback}"
     if proportional >= window:
@@ -132,7 +158,7 @@ def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int 
     return f"compression.threshold {percent} of the window decides"
 
 
-def explain_threshold(config: Config) -> str:
+def explain_threshold(config: Config, rules: StrategyRules | None = None) -> str:
     """One line: where automatic compression fires (tokens and share of the window) and the rule that decided it.
 
     What the chat front ends say when a config is loaded or changed, so a
@@ -141,11 +167,11 @@ def explain_threshold(config: Config) -> str:
     cfg, context_length, max_tokens = config.compression, config.model.context_length, config.model.max_tokens
     if not cfg.enabled:
         return "automatic compression is off (compression.enabled is false)"
-    budgets = derive_budgets(cfg, context_length, max_tokens)
+    budgets = derive_budgets(cfg, context_length, max_tokens, rules=rules)
     share = budgets.threshold_tokens / context_length
     tokens = "1 token" if budgets.threshold_tokens == 1 else f"{budgets.threshold_tokens:,} tokens"
     return (f"compression fires at {tokens} ({share:.2f} of the {context_length:,}-token "
-            f"window): {threshold_rule(cfg, context_length, max_tokens)}")
+            f"window): {threshold_rule(cfg, context_length, max_tokens, rules)}")
 
 
 #: Below this many tokens a summary cannot hold the template's headings and the open request.

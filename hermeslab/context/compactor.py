@@ -17,14 +17,12 @@ from typing import Any, Callable, Sequence
 from ..core.config import Config
 from ..core.rough import rough_tool_schema_tokens
 from ..core.tokens import default_counter, list_estimator, message_estimator
-from .baselines import observation_masking, sliding_window
 from .budget import Budgets, derive_budgets
 from .fit import fit_to_budget
-from .openhands_strategy import openhands_compaction
 from .pipeline import CompressionState, compress, plan_compression
 from .policy import CompressionPolicy
+from .rules import StrategyRules, rules_matching
 from .types import Summariser, is_summary_message
-from .zoo import ZOO_STRATEGIES
 from .zoo_common import ZooInput
 
 #: Text of the open todo items to re-inject after a summary, or None when there are none.
@@ -55,12 +53,19 @@ class Compaction:
 
 
 class Compactor:
-    """Runs the configured compression strategy when the policy allows it."""
+    """Runs the configured compression strategy when the policy allows it.
+
+    ``rules`` are what a strategy other than the summary pipeline brings (what
+    it does, where it fires); ``hermeslab.policies.compactor`` resolves them
+    from the config.
+    """
 
     def __init__(self, config: Config, summariser: Summariser, *, todos: TodoNote | None = None,
                  state: CompressionState | None = None, clock: Callable[[], float] = time.monotonic,
-                 pre_compress: Callable[[list[dict[str, Any]]], str | None] | None = None):
+                 pre_compress: Callable[[list[dict[str, Any]]], str | None] | None = None,
+                 rules: StrategyRules | None = None):
         self.config = config
+        self.rules = rules_matching(config.compression, rules)
         #: Sees the messages a summary is about to replace; its text goes to the summariser (memory providers).
         self.pre_compress = pre_compress
         self.cfg = config.compression
@@ -68,11 +73,11 @@ class Compactor:
         self.todos = todos
         self.state = state or CompressionState()
         self.window = config.model.context_length
-        self.budgets = derive_budgets(self.cfg, self.window, config.model.max_tokens)
+        self.budgets = derive_budgets(self.cfg, self.window, config.model.max_tokens, rules=self.rules)
         self.policy = CompressionPolicy(self.cfg, self.budgets, self.state, clock=clock)
         self._estimate_list = list_estimator(self.cfg)
         self._estimate_message = message_estimator(self.cfg)
-        #: What a zoo strategy remembers between compactions of this conversation.
+        #: What a policy's strategy remembers between compactions of this conversation.
         self.zoo_memory: dict[str, Any] = {}
 
     # ------------------------------------------------------------ measuring
@@ -95,12 +100,12 @@ class Compactor:
         if not self.cfg.tail_after_fixed_cost:
             return self.budgets
         return derive_budgets(self.cfg, self.window, self.config.model.max_tokens,
-                              fixed_tokens=self.fixed_tokens(messages, tools))
+                              fixed_tokens=self.fixed_tokens(messages, tools), rules=self.rules)
 
     def lower_window(self, limit: int) -> None:
         """A provider said the window is smaller than configured: re-derive every budget."""
         self.window = limit
-        self.budgets = derive_budgets(self.cfg, limit, self.config.model.max_tokens)
+        self.budgets = derive_budgets(self.cfg, limit, self.config.model.max_tokens, rules=self.rules)
         self.policy.budgets = self.budgets
 
     def reset(self) -> None:
@@ -135,7 +140,7 @@ class Compactor:
             differs = out != messages or bool(latest.get("reinserted"))
         verdict = self.policy.record(result, trigger, changed=differs)
         if not result.aborted and result.condensed > 0:
-            if self.cfg.strategy not in ZOO_STRATEGIES:  # the zoo's agents put back nothing of hermeslab's
+            if self.rules is None or self.rules.reinjects_todos:  # other agents put back nothing of hermeslab's
                 out = self._with_todos(out)
             if self.cfg.strategy != "summary":  # the pipeline counts its own compressions
                 self.state.compression_count += 1
@@ -160,18 +165,10 @@ class Compactor:
                           strategy="fit_window")
 
     def _strategy(self, messages: list[dict[str, Any]], focus: str | None, budgets: Budgets) -> Any:
-        if self.cfg.strategy == "observation_masking":
-            return observation_masking(messages, estimate=self._estimate_message, min_saving=self.cfg.min_saving)
-        if self.cfg.strategy in ZOO_STRATEGIES:
+        if self.rules is not None:
             zoo = ZooInput(cfg=self.cfg, budgets=budgets, summariser=self.summariser,
                            estimate=self._estimate_message, max_tokens=self.config.model.max_tokens, focus=focus)
-            return ZOO_STRATEGIES[self.cfg.strategy](messages, zoo, self.zoo_memory)
-        if self.cfg.strategy == "sliding_window":
-            return sliding_window(messages, budget_tokens=budgets.tail_token_budget,
-                                  estimate=self._estimate_message, min_saving=self.cfg.min_saving)
-        if self.cfg.strategy.startswith("openhands_"):
-            return openhands_compaction(messages, cfg=self.cfg, summariser=self.summariser, focus=focus,
-                                        budgets=budgets, estimate=self._estimate_message)
+            return self.rules.run(messages, zoo, self.zoo_memory)
         return compress(messages, cfg=self.cfg, budgets=budgets, state=self.state,
                         summariser=self.summariser, focus=focus, estimate_tokens=self._estimate_list,
                         memory_context=self._memory_context(messages, budgets))

@@ -269,6 +269,10 @@ class CompressionConfig:
     #: completion) plus an estimate of only the messages added since; with no such reading, an estimate
     #: over the threshold waits one request for one (unless the provider reports no usage).
     usage_anchor: bool = False
+    #: A verbatim tail of exactly this many tokens instead of the derived one: neither ``tail_mode`` nor
+    #: ``tail_max_context_share`` sizes it, and the walk's overshoot, capped at that share, never falls
+    #: below it (Hermes's eval sets ``tail_token_budget`` on the compressor this way); None: derived.
+    fixed_tail_tokens: int | None = None
     #: Lean summaries end with the pointer to the session's history and lean tail stubs name
     #: ``session_search``; off, neither is written (Hermes writes both only when the compressor knows its
     #: session id, which its eval's ``current`` arm does not).
@@ -325,14 +329,15 @@ def validate_values(cfg: CompressionConfig) -> None:
 
 
 def _validate_lean_values(cfg: CompressionConfig) -> None:
-    """The lean-era switches: shares in (0, 1] or null, a positive cap or null, a non-empty ladder of waits."""
+    """The lean-era switches: shares in (0, 1] or null, positive token counts or null, a non-empty ladder of waits."""
     for key in ("tail_max_context_share", "floor_trigger_ratio"):
         value = getattr(cfg, key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
             raise ConfigError(f"compression.{key}: expected a fraction in (0, 1] or null, got {value!r}")
-    cap = cfg.max_threshold_tokens
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise ConfigError(f"compression.max_threshold_tokens: expected a positive integer or null, got {cap!r}")
+    for key in ("max_threshold_tokens", "fixed_tail_tokens"):
+        value = getattr(cfg, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"compression.{key}: expected a positive integer or null, got {value!r}")
     ladder = cfg.failure_cooldown_ladder
     if ladder is not None and (not isinstance(ladder, (list, tuple)) or not ladder or any(
             isinstance(step, bool) or not isinstance(step, (int, float)) or step < 0 for step in ladder)):

@@ -207,23 +207,13 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Config":
-        """A Config from nested settings; ``compression.preset`` supplies every compression value not given."""
-        data = data or {}
-        preset = _preset_of(data)
-        if preset is None:
-            return _build(cls, data, "")
-        _build(cls, data, "")  # a bad key or value is reported against the settings as written
-        return _build(cls, _merged(_preset_values(preset), data), "")
+        """A Config from nested settings, exactly as given: ``compression.preset`` is only a label here
+        (``hermeslab.policies.loading`` lays a preset's values under the settings)."""
+        return _build(cls, data or {}, "")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "Config":
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
-        if data is not None and not isinstance(data, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping")
-        return cls.from_dict(data)
+        return cls.from_dict(read_yaml_settings(path))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -231,13 +221,13 @@ class Config:
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
         """A copy with dotted keys replaced, e.g. ``{"compression.threshold": 0.6}``.
 
-        A ``compression.preset`` among them is applied first (every compression
-        value from that preset), then the other keys, whatever their order.
+        A preset is more than its label: ``compression.preset`` is refused here
+        and applied by ``hermeslab.policies.loading.with_overrides``.
         """
+        if "compression.preset" in overrides:
+            raise ConfigError("compression.preset names a preset: apply it with hermeslab.policies.loading "
+                              "(apply_preset, with_overrides or load_config)")
         data = self.to_dict()
-        preset = overrides.get("compression.preset")
-        if preset is not None:
-            data = _merged(data, {"compression": _preset_values(preset)["compression"]})
         for dotted, value in overrides.items():
             node = data
             parts = dotted.split(".")
@@ -265,31 +255,6 @@ class Config:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def load_config(source: "Config | str | Path | None" = None, overrides: Mapping[str, Any] | None = None) -> Config:
-    """The one way a configuration is resolved, from whatever names it, with ``overrides`` applied last.
-
-    ``source`` is a Config, a YAML file, a preset name (``seed``, ``hermes-0.19``),
-    or ``BASE,key=value,...`` text: at most one comma-separated part without
-    ``=`` is the base (a preset or a file), the others dotted overrides read as
-    YAML scalars. None means the defaults (the ``seed`` preset).
-    """
-    if isinstance(source, Config):
-        config = source
-    elif source is None:
-        config = Config()
-    elif isinstance(source, Path):
-        config = _from_yaml_file(source)
-    elif isinstance(source, str) and source.strip():
-        config = _from_spec(source)
-    else:
-        raise ConfigError(f"a config must be a Config, a YAML path, a preset name or key=value text, got {source!r}")
-    config = config.with_overrides(overrides) if overrides else config
-    from .presets import validate_compression_config
-
-    validate_compression_config(config.compression)
-    return config
-
-
 def parse_overrides(words: list[str]) -> dict[str, Any]:
     """``["compression.threshold=0.6", "agent.stream=false"]`` → dotted keys with YAML-read values (commands)."""
     overrides: dict[str, Any] = {}
@@ -315,64 +280,22 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return " ".join(f"{where}{problem}{started}".split())
 
 
-def _from_spec(spec: str) -> Config:
-    from .presets import PRESETS
-
-    if "," not in spec and "=" not in spec and Path(spec.strip()).suffix in (".yaml", ".yml"):
-        return _from_yaml_file(Path(spec.strip()))
-    base: str | None = None
-    overrides: dict[str, Any] = {}
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            raise ConfigError(f"config {spec!r} has an empty part")
-        if "=" in part:
-            key, _, value = part.partition("=")
-            try:
-                overrides[key.strip()] = yaml.safe_load(value) if value.strip() else None
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"config {spec!r}: cannot read the value of {key.strip()!r}: {yaml_problem(exc)}") from None
-        elif base is None:
-            base = part
-        else:
-            raise ConfigError(f"config {spec!r} names two bases ({base!r} and {part!r}); give one preset or file")
-    if base is None or base in PRESETS:
-        config = Config().with_overrides({"compression.preset": base or "seed"})
-    elif Path(base).is_file():
-        config = _from_yaml_file(Path(base))
-    else:
-        raise ConfigError(f"config {spec!r}: {base!r} is neither a preset ({', '.join(PRESETS)}) nor a YAML file")
-    return config.with_overrides(overrides)
+def read_yaml_settings(path: str | Path) -> dict[str, Any]:
+    """The settings in a YAML file (empty for an empty file); ConfigError for bad YAML or a top level not a mapping."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    return data or {}
 
 
-def _from_yaml_file(path: Path) -> Config:
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    return Config.from_yaml(path)
-
-
-def _preset_of(data: Mapping[str, Any]) -> str | None:
-    compression = data.get("compression")
-    return compression.get("preset") if isinstance(compression, Mapping) else None
-
-
-def _preset_values(name: Any) -> dict[str, Any]:
-    """The nested settings preset ``name`` gives, over the defaults; ConfigError naming the known ones."""
-    from .presets import PRESETS
-
-    if not isinstance(name, str) or name not in PRESETS:
-        raise ConfigError(f"unknown compression preset {name!r} (known: {', '.join(sorted(PRESETS))})")
-    data = dataclasses.asdict(Config())
-    for dotted, value in PRESETS[name].items():
-        section, key = dotted.split(".")
-        data[section][key] = value
-    return data
-
-
-def _merged(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+def merged(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     """``top`` laid over ``base``, section by section."""
     out = dict(base)
     for key, value in top.items():
-        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
+        out[key] = merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
     return out
 
 

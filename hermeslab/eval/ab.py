@@ -46,9 +46,10 @@ from typing import Any
 import pandas as pd
 
 from hermeslab import __version__
-from hermeslab.context.budget import derive_budgets, explain_threshold, threshold_rule
 from hermeslab.context.hermes_texts import texts_in_use
-from hermeslab.core.config import CompressionConfig, Config, load_config
+from hermeslab.core.config import CompressionConfig, Config
+from hermeslab.policies.loading import load_config
+from hermeslab.policies.running import budgets_of, threshold_reason, threshold_sentence
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
 from .executors import CHUNKS_PER_WORKER, ChunkDone, endpoint_slots, make_executor, plan_chunks
@@ -316,7 +317,7 @@ def budget_effect(config: Config) -> dict[str, int | float]:
     below the cap every summary gets the minimum, and only that is reported.
     """
     cfg = config.compression
-    budgets = derive_budgets(cfg, config.model.context_length, config.model.max_tokens)
+    budgets = budgets_of(cfg, config.model.context_length, config.model.max_tokens)
     effect: dict[str, int | float] = {"threshold_tokens": budgets.threshold_tokens}
     if cfg.summary_min_tokens >= budgets.max_summary_tokens:
         effect["summary_tokens"] = cfg.summary_min_tokens
@@ -365,8 +366,8 @@ def equivalent_configs(configs: Mapping[str, Config]) -> list[str]:
 def _why_flat(config: Config) -> list[str]:
     """Which rules of ``derive_budgets`` set the effective values of ``config``."""
     cfg = config.compression
-    budgets = derive_budgets(cfg, config.model.context_length, config.model.max_tokens)
-    reasons = [threshold_rule(cfg, config.model.context_length, config.model.max_tokens)]
+    budgets = budgets_of(cfg, config.model.context_length, config.model.max_tokens)
+    reasons = [threshold_reason(cfg, config.model.context_length, config.model.max_tokens)]
     if cfg.summary_min_tokens >= budgets.max_summary_tokens:
         reasons.append(f"summary_min_tokens {cfg.summary_min_tokens:,} is not below the summary cap of "
                        f"{budgets.max_summary_tokens:,}, so every summary gets the minimum")
@@ -407,7 +408,7 @@ def nothing_compressed(frame: pd.DataFrame, configs: Mapping[str, Config]) -> li
         if peaks.empty:
             continue
         window, max_tokens = config.model.context_length, config.model.max_tokens
-        threshold = derive_budgets(config.compression, window, max_tokens).threshold_tokens
+        threshold = budgets_of(config.compression, window, max_tokens).threshold_tokens
         unit = _unit(rows, "token_unit")
         decision = _unit(rows, "decision_unit")
         line = (f"{name} compressed none of {len(rows)} session(s): peak prompt {int(peaks.max()):,} tokens{unit}, "
@@ -417,7 +418,7 @@ def nothing_compressed(frame: pd.DataFrame, configs: Mapping[str, Config]) -> li
         if suggested is None:
             line += f"; no smaller window brings its threshold below the median session's peak of {median:,}"
         else:
-            below = derive_budgets(config.compression, suggested, max_tokens).threshold_tokens
+            below = budgets_of(config.compression, suggested, max_tokens).threshold_tokens
             line += (f"; try model.context_length={suggested} (threshold {below:,}, below the median session's peak "
                      f"of {median:,})")
         lines.append(line)
@@ -434,7 +435,7 @@ def compacting_every_call(frame: pd.DataFrame, configs: Mapping[str, Config]) ->
     Such a config has less room than a turn needs at its window (an output
     reserve or a trigger that leaves the prompt almost nothing), so its rows
     measure compaction on every call, not its policy: the line says where it
-    fires and why (``explain_threshold``).
+    fires and why (``threshold_sentence``).
     """
     if not {"compressions", "api_calls"} <= set(frame.columns):
         return []
@@ -444,7 +445,7 @@ def compacting_every_call(frame: pd.DataFrame, configs: Mapping[str, Config]) ->
         compressions, calls = int(rows["compressions"].fillna(0).sum()), int(rows["api_calls"].fillna(0).sum())
         if calls and compressions >= THRASH_PER_CALL * calls:
             lines.append(f"{name} compressed {compressions:,} times in {calls:,} model calls, so its rows measure "
-                         f"compaction on nearly every call: {explain_threshold(config)}")
+                         f"compaction on nearly every call: {threshold_sentence(config)}")
     return lines
 
 
@@ -458,7 +459,7 @@ def window_to_compress(config: Config, peak: int, *, step: int = 1_000) -> int |
     for window in range((config.model.context_length - 1) // step * step, 0, -step):
         if max_tokens is not None and window <= max_tokens:
             break
-        if derive_budgets(compression, window, max_tokens).threshold_tokens < peak:
+        if budgets_of(compression, window, max_tokens).threshold_tokens < peak:
             return window
     return None
 
@@ -536,7 +537,7 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     ``recordings``: Recording objects, parsed JSONL dicts, or paths of JSONL
     files (bad lines are skipped and reported). ``configs``: name → Config,
     YAML path, preset name or ``BASE,key=value`` text (see
-    ``hermeslab.core.config.load_config``). ``out``: a DuckDB results file; cells it already
+    ``hermeslab.policies.loading.load_config``). ``out``: a DuckDB results file; cells it already
     holds for this cell function are returned without being run again (failed
     ones are retried). ``executor``: ``processes`` (default), ``serial``,
     ``dask``, a ``dask.distributed.Client`` or an Executor; ``workers`` sizes a

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..agent import Agent
-from ..context.compactor import Compactor
 from ..context.extractive import ExtractiveSummariser
 from ..core.config import Config
 from ..core.events import ApiCallFinished, Event, EventBus, RecoveryEvent
+from ..policies.running import make_compactor
 from ..providers import OFFLINE_MODEL_NAME, LocalServer, OfflineModel, OpenAICompatProvider
 from ..providers.faults import FAULT_KINDS, FaultSchedule, Injection, serve_with_faults
 from ..recovery import CredentialRefresh, ProviderSlot
@@ -157,7 +157,7 @@ def run_sessions(schedule: FaultSchedule | None, workspace: Path, *, sessions: S
                                             name="fallback"))
     todos, clock = TodoStore(), SimulatedClock()
     agent = Agent(clients[0], config=config, tools=builtin_registry(config.tools, todo_store=todos), bus=bus,
-                  sleep=clock.sleep, compactor=Compactor(config, ExtractiveSummariser(), todos=todos.format_for_injection),
+                  sleep=clock.sleep, compactor=make_compactor(config, ExtractiveSummariser(), todos=todos.format_for_injection),
                   fallbacks=[ProviderSlot(client, OFFLINE_MODEL_NAME) for client in clients[1:]],
                   refresh_credentials=refresh, rng=random.Random(seed))
     if on_agent is not None:

@@ -55,6 +55,7 @@ from hermeslab.core.config import Config
 from hermeslab.core.events import Event, EventBus, SessionStarted, ToolCallFinished
 from hermeslab.core.messages import strip_surrogates, tool_calls_of
 from hermeslab.core.tokens import TokenCounter, counter_for, encoding_for_model
+from hermeslab.policies.loading import strategy_rules
 from hermeslab.providers.replay import Refusal, ReplayProvider, ServedCall, make_counter
 from hermeslab.recordings import Recording
 from hermeslab.session import Session
@@ -167,7 +168,7 @@ class _ObservedCompactor(Compactor):
     """The configured compactor, also keeping each attempt's input and output for the metrics."""
 
     def __init__(self, config: Config, summariser: Summariser, *, run: ReplayRun, clock, latest_user) -> None:
-        super().__init__(config, summariser, clock=clock)
+        super().__init__(config, summariser, clock=clock, rules=strategy_rules(config.compression))
         self._run = run
         self._latest_user = latest_user
 

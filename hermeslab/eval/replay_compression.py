@@ -25,12 +25,12 @@ from typing import Any, Sequence
 
 from hermeslab.context.assemble import MISSING_RESULT_STUB, split_summary
 from hermeslab.context.boundary import newest_group_tail
-from hermeslab.context.budget import derive_budgets
 from hermeslab.context.pipeline import ORIGINAL_TASK_MAX_CHARS
 from hermeslab.context.turns import is_real_user_message, is_synthetic, last_real_user_index
 from hermeslab.context.types import Summariser, SummaryOutcome, SummaryRequest, summary_prefixes
 from hermeslab.core.config import Config
 from hermeslab.core.messages import MessageValidationError, text_of, validate_messages
+from hermeslab.policies.running import budgets_of
 from hermeslab.providers.replay import billed_prompt_tokens
 
 from ..reference.worker.stub_summary import STUB_SUMMARY
@@ -275,7 +275,7 @@ def report_of(run: ReplayRun, messages: Sequence[dict], tools: list[dict] | None
               session_id: str | None = None) -> ReplayReport:
     """The call-by-call report of a replay of ``messages`` (its recording) under ``config``."""
     window = run.context_length
-    budgets = derive_budgets(config.compression, window, config.model.max_tokens)
+    budgets = budgets_of(config.compression, window, config.model.max_tokens)
     report = ReplayReport(session_id=session_id, preset=config.compression.preset, context_length=window,
                           threshold_tokens=budgets.threshold_tokens, failed_turns=run.statuses.count("failed"),
                           missed_calls=run.deviations.get("missed_calls", 0))

@@ -72,6 +72,6 @@ class Hermes(Configurable):
 
     def build_config(self, extra: dict[str, Any] | None = None) -> Config:
         """The YAML file (presets applied), then these settings, then ``%hermes config`` overrides."""
-        from ..core.config import load_config
+        from ..policies.loading import load_config
 
         return load_config(self.config_file or None, {**self.overrides(), **(extra or {})})

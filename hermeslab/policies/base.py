@@ -7,19 +7,36 @@ third party's policy is listed, validated and run exactly as a built-in one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-from hermeslab.context.baselines import BaselineResult
-from hermeslab.context.zoo_common import Message, ZooInput
+from hermeslab.context.rules import OutputReserve, Strategy, TriggerRule
 from hermeslab.core.config import CompressionConfig
 
-#: What the agent does at a compaction: messages in, the rebuilt messages out (memory outlives one compaction).
-Strategy = Callable[[list[Message], ZooInput, dict[str, Any]], BaselineResult]
-#: When it fires: the smallest prompt, in the thresholds' unit, at which it compacts, for (config, window, output cap).
-TriggerRule = Callable[[CompressionConfig, int, "int | None"], int]
-#: The output reserve the trigger keeps for a given output cap (None: the agent's own default).
-OutputReserve = Callable[["int | None"], int]
+__all__ = ["Citation", "IN_PLACE_NO_BREAKER", "NEVER_SWITCH_OFF", "OutputReserve", "Policy", "Preset", "Strategy",
+           "TriggerRule", "share_of_window"]
+
+#: A breaker limit no conversation reaches: for agents that never switch compaction off after failures.
+NEVER_SWITCH_OFF = 1_000_000_000
+
+#: What another agent's preset sets besides its strategy: it has no token floor or small-window rule,
+#: judges no saving, never switches compaction off nor cools down, and rebuilds its context in place.
+IN_PLACE_NO_BREAKER: Mapping[str, Any] = {
+    "compression.min_threshold_tokens": 0,
+    "compression.small_window_limit": None,
+    "compression.min_saving": 0.0,
+    "compression.ineffective_limit": NEVER_SWITCH_OFF,
+    "compression.abort_cooldown_seconds": 0.0,
+    "compression.in_place": True,
+}
+
+
+def share_of_window(window: int, share: float, *, round_up: bool) -> int:
+    """``share`` of ``window`` taken exactly (the decimal as written, so 0.9 of 8,000 is 7,200, never 7,199)."""
+    exact = window * Fraction(str(share))
+    return math.ceil(exact) if round_up else math.floor(exact)
 
 
 @dataclass(frozen=True)
@@ -56,5 +73,9 @@ class Policy:
     triggers: Mapping[str, TriggerRule] = field(default_factory=dict)
     output_reserves: Mapping[str, OutputReserve] = field(default_factory=dict)
     citations: tuple[Citation, ...] = ()
-    #: Raises ``ConfigError`` naming the first value this policy cannot use (None: nothing beyond the schema).
+    #: Raises ``ConfigError`` naming the first value this policy cannot use (None: nothing beyond the schema);
+    #: called for configs whose ``compression.strategy`` is one of this policy's.
     validate: Callable[[CompressionConfig], None] | None = None
+    #: Whether hermeslab re-injects its open todo items after this policy's compactions: hermeslab's own
+    #: arms do; another agent's policy puts back nothing of hermeslab's.
+    reinjects_todos: bool = False

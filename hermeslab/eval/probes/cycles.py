@@ -30,9 +30,9 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from hermeslab.context.budget import derive_budgets
 from hermeslab.context.types import is_summary_message
 from hermeslab.core.config import Config
+from hermeslab.policies.running import budgets_of
 
 from ..metrics import message_text
 from ..replay import ReplayRun
@@ -61,7 +61,7 @@ def run_cycles(run: ReplayRun, config: Config, label: str | None = None) -> pd.D
         raise TypeError(f"run_cycles() needs a ReplayRun, got {type(run).__name__}")
     if not isinstance(config, Config):
         raise TypeError(f"config must be a hermeslab Config, got {type(config).__name__}")
-    threshold = derive_budgets(config.compression, run.context_length, config.model.max_tokens).threshold_tokens
+    threshold = budgets_of(config.compression, run.context_length, config.model.max_tokens).threshold_tokens
     count = run.counter.count_messages
     changed = [record for record in run.compressions if record.changed]
     last_at_call = {record.call: number for number, record in enumerate(changed)}

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermeslab.context.types import is_summary_message
-from hermeslab.core.config import Config, load_config
+from hermeslab.core.config import Config
 from hermeslab.core.messages import text_of
+from hermeslab.policies.loading import load_config
 from hermeslab.recordings import Recording
 
 from ..metrics import message_text

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermeslab.context.compactor import Compactor
 from hermeslab.context.driver import ContextDriver
 from hermeslab.context.openhands_condensers import MASK
 from hermeslab.context.openhands_view import ACTION, OBSERVATION, events_of
 from hermeslab.context.types import SummaryOutcome, SummaryRequest
 from hermeslab.core.config import Config
+from hermeslab.policies.loading import with_overrides
+from hermeslab.policies.running import make_compactor
 
 #: A window no recording reaches, so tokens never trigger a compression.
 UNREACHABLE_WINDOW = 1_000_000_000
@@ -35,8 +36,8 @@ class FixedSummariser:
 
 def preset_config(preset: str, overrides: dict[str, Any] | None = None) -> Config:
     """Preset ``preset`` with ``overrides`` (dotted keys), on a window tokens cannot fill."""
-    return Config().with_overrides({"compression.preset": preset, **(overrides or {}),
-                                    "model.context_length": UNREACHABLE_WINDOW, "model.max_tokens": 1024})
+    return with_overrides(Config(), {"compression.preset": preset, **(overrides or {}),
+                                     "model.context_length": UNREACHABLE_WINDOW, "model.max_tokens": 1024})
 
 
 def tagged(messages: list[dict]) -> tuple[list[dict], dict[tuple[str, str], str]]:
@@ -77,7 +78,7 @@ def sent_keys(history: list[dict], calls: dict[tuple[str, str], str]) -> list[st
 def replay(messages: list[dict], config: Config) -> list[dict]:
     """One record per recorded assistant reply, as ``hermeslab.reference.openhands.worker`` records them."""
     recording, calls = tagged(messages)
-    driver = ContextDriver(Compactor(config, FixedSummariser()), context_length=config.model.context_length)
+    driver = ContextDriver(make_compactor(config, FixedSummariser()), context_length=config.model.context_length)
     history: list[dict] = []
     steps, made = [], 0
     for index, message in enumerate(recording):

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .baselines import BaselineResult
-from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from hermeslab.context.baselines import BaselineResult
+from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from hermeslab.core.compression_config import CompressionConfig
+
+from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
 
 #: Tool uses (call and result) the API leaves untouched, newest first: the documented default of ``keep``.
 KEEP_TOOL_USES = 3
@@ -60,3 +63,43 @@ def anthropic_clear_tool_uses(messages: list[Message], zoo: ZooInput, memory: di
     cleared = set(chosen)
     out = [{**m, "content": CLEARED} if i in cleared else m for i, m in enumerate(messages)]
     return result(messages, out, condensed=len(chosen), zoo=zoo, record={**record, "outcome": "cleared"})
+
+
+CLAUDE_CODE = "claude-code-docs-2026-08-22"
+CLEAR_TOOL_USES = "anthropic-clear-tool-uses-20250919"
+SUMMARY = "claude_code_summary"
+CLEAR = "anthropic_clear_tool_uses"
+#: Input tokens ``clear_tool_uses_20250919`` waits for the prompt to exceed by default (its ``trigger``).
+CLEAR_TOOL_USES_TRIGGER = 100_000
+
+
+def claude_code_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Claude Code compacts when the conversation reaches the auto-compact window, by default the whole window."""
+    return max(1, share_of_window(window, cfg.threshold, round_up=True))
+
+
+def clear_tool_uses_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Tool-result clearing acts once the prompt exceeds ``min_threshold_tokens`` (the edit's ``trigger``)."""
+    return cfg.min_threshold_tokens + 1
+
+
+POLICY = Policy(
+    agent="Claude Code and Anthropic's context editing",
+    source="Anthropic's docs, 2026-08-22: code.claude.com/docs/en/model-config and context-window (Claude Code "
+           "v2.1.240); platform.claude.com/docs/en/build-with-claude/context-editing",
+    presets=(
+        # With no auto-compact window set, Claude Code compacts at the model's context limit; the
+        # fraction stands for an auto-compact window set below it.
+        Preset(CLAUDE_CODE, {**IN_PLACE_NO_BREAKER, "compression.strategy": SUMMARY, "compression.threshold": 1.0},
+               "at the whole window: replace everything after the system prompt with one summary "
+               "(the documented clearing of older tool outputs first is left out: no rule published)."),
+        # The API's trigger is in tokens, not a share of the window: it rides in min_threshold_tokens.
+        Preset(CLEAR_TOOL_USES, {**IN_PLACE_NO_BREAKER, "compression.strategy": CLEAR,
+                                 "compression.threshold": 1.0,
+                                 "compression.min_threshold_tokens": CLEAR_TOOL_USES_TRIGGER},
+               "once the prompt exceeds 100,000 tokens: replace every tool result but the newest 3 "
+               "with a placeholder; calls stay, nothing is summarised."),
+    ),
+    strategies={SUMMARY: claude_code_summary, CLEAR: anthropic_clear_tool_uses},
+    triggers={SUMMARY: claude_code_trigger, CLEAR: clear_tool_uses_trigger},
+)

@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hermeslab.context.baselines import BaselineResult
+from hermeslab.context.turns import has_tool_calls
+from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.messages import text_of, wire_message
 
-from .baselines import BaselineResult
-from .turns import has_tool_calls
-from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
 
 #: Share of the history (in characters) kept verbatim after the cut.
 PRESERVE_FRACTION = 0.3
@@ -139,3 +141,24 @@ def gemini_state_snapshot(messages: list[Message], zoo: ZooInput, memory: dict[s
         return unchanged(messages, zoo, {**record, "outcome": "inflated"})
     return result(messages, out, condensed=cut, zoo=zoo, record={**record, "outcome": "compressed"},
                   summary=summary.body, fallback=summary.fallback_used)
+
+
+NAME = "gemini-cli-0.56.0-nightly.20260806"
+STRATEGY = "gemini_state_snapshot"
+SOURCE = "google-gemini/gemini-cli @ 5411f113"
+
+
+def gemini_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Gemini CLI compresses unless ``tokens < fraction * window`` (the model's whole token limit)."""
+    return max(1, share_of_window(window, cfg.threshold, round_up=True))
+
+
+POLICY = Policy(
+    agent="Gemini CLI",
+    source=SOURCE,
+    presets=(Preset(NAME, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY, "compression.threshold": 0.5},
+                    "at 50% of the window: shorten old tool outputs past 50,000 tokens, keep the newest ~30% from "
+                    "a user message on, summary as a user message plus an acknowledgement."),),
+    strategies={STRATEGY: gemini_state_snapshot},
+    triggers={STRATEGY: gemini_trigger},
+)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermeslab.context.baselines import BaselineResult
+from hermeslab.context.turns import is_real_user_message
+from hermeslab.context.types import is_summary_message
+from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.messages import text_of
 
-from .baselines import BaselineResult
-from .turns import is_real_user_message
-from .types import is_summary_message
-from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
 
 #: Tokens of the user's own messages kept after a compaction.
 USER_MESSAGE_BUDGET = 20_000
@@ -79,3 +81,24 @@ def codex_user_messages(messages: list[Message], zoo: ZooInput, memory: dict[str
                   summary_missing=not summary.body)
     return result(messages, out, condensed=len(history), zoo=zoo, record=record, summary=body,
                   fallback=summary.fallback_used, error=summary.error)
+
+
+NAME = "codex-cli-0100b10"
+STRATEGY = "codex_user_messages"
+SOURCE = "openai/codex @ 0100b103 (compact.rs), 8db07003 (openai_models.rs)"
+
+
+def codex_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Codex compacts once ``tokens >= window * 9 / 10`` (integer arithmetic, the whole window)."""
+    return max(1, share_of_window(window, cfg.threshold, round_up=False))
+
+
+POLICY = Policy(
+    agent="Codex CLI",
+    source=SOURCE,
+    presets=(Preset(NAME, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY, "compression.threshold": 0.9},
+                    "at 90% of the window: keep the user's own messages up to 20,000 tokens, then the summary; "
+                    "drop everything else."),),
+    strategies={STRATEGY: codex_user_messages},
+    triggers={STRATEGY: codex_trigger},
+)

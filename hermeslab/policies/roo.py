@@ -17,14 +17,21 @@ hiding an even count after the first keeps each call beside its results.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
-from .assemble import sanitize_tool_pairs
-from .baselines import BaselineResult
-from .types import is_summary_message
-from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
-from .zoo_triggers import ROO_BUFFER, roo_reserve
+from hermeslab.context.assemble import sanitize_tool_pairs
+from hermeslab.context.baselines import BaselineResult
+from hermeslab.context.types import is_summary_message
+from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from hermeslab.core.compression_config import CompressionConfig
 
+from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
+
+#: Output reserve Roo Code assumes when the model has no output cap of its own.
+DEFAULT_RESERVE = 8_192
+#: Share of the window Roo Code keeps free beyond the output reserve.
+ROO_BUFFER = Fraction(1, 10)
 #: Share of the messages after the first that the sliding window hides.
 TRUNCATE_FRACTION = 0.5
 HEADER = "Summary of the conversation so far"
@@ -128,3 +135,31 @@ def roo_condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any])
     outcome = "nothing_to_summarise" if refusal else "condense_failed"
     return unchanged(messages, zoo, {**record, "outcome": outcome}, aborted=refusal is None, error=error)
 
+
+NAME = "roo-code-3.52.1"
+STRATEGY = "roo_condense"
+SOURCE = "RooCodeInc/Roo-Code @ cb836567"
+
+
+def roo_reserve(max_tokens: int | None) -> int:
+    """The output reserve Roo Code keeps: the model's cap, else its default."""
+    return max_tokens if max_tokens else DEFAULT_RESERVE
+
+
+def roo_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """Roo Code condenses once ``100 * tokens / window >= percent`` or ``tokens > window * 0.9 - reserve``."""
+    by_percent = share_of_window(window, cfg.threshold, round_up=True)
+    by_room = math.floor(window * (1 - ROO_BUFFER) - roo_reserve(max_tokens)) + 1
+    return max(1, min(by_percent, by_room))
+
+
+POLICY = Policy(
+    agent="Roo Code",
+    source=SOURCE,
+    presets=(Preset(NAME, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY, "compression.threshold": 1.0},
+                    "at 100% of the window or past 90% less the output reserve: replace everything with one "
+                    "summary; if that fails, hide the older half of the messages."),),
+    strategies={STRATEGY: roo_condense},
+    triggers={STRATEGY: roo_trigger},
+    output_reserves={STRATEGY: roo_reserve},
+)

@@ -19,11 +19,13 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
+from hermeslab.context.baselines import BaselineResult
+from hermeslab.context.types import is_summary_message
+from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.messages import text_of, tool_calls_of
 
-from .baselines import BaselineResult
-from .types import is_summary_message
-from .zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
+from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
 
 #: Tokens of the newest tool outputs the prune never clears.
 PRUNE_PROTECT = 40_000
@@ -118,3 +120,32 @@ def opencode_prune_summary(messages: list[Message], zoo: ZooInput, memory: dict[
                     {"role": "user", "content": GO_ON, "_synthetic": True}]
     return result(messages, out, condensed=len(history), zoo=zoo, record={**record, "outcome": "compressed"},
                   summary=summary.body, fallback=summary.fallback_used)
+
+
+NAME = "opencode-1.1.59"
+STRATEGY = "opencode_prune_summary"
+SOURCE = "anomalyco/opencode (sst/opencode) @ fd78ec63"
+#: Output cap opencode reserves when the model's own is larger or unknown.
+OUTPUT_MAX = 32_000
+
+
+def opencode_reserve(max_tokens: int | None) -> int:
+    """The output reserve opencode keeps: the model's cap up to 32,000, else 32,000."""
+    return min(max_tokens, OUTPUT_MAX) if max_tokens else OUTPUT_MAX
+
+
+def opencode_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
+    """opencode compacts once ``tokens >= window - min(output cap, 32,000)`` (no separate input limit known)."""
+    return max(1, share_of_window(window, cfg.threshold, round_up=False) - opencode_reserve(max_tokens))
+
+
+POLICY = Policy(
+    agent="opencode",
+    source=SOURCE,
+    presets=(Preset(NAME, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY, "compression.threshold": 1.0},
+                    "at the window less the output reserve: clear tool outputs past the newest 40,000 tokens "
+                    "(if over 20,000 freed), then replace everything with a summary."),),
+    strategies={STRATEGY: opencode_prune_summary},
+    triggers={STRATEGY: opencode_trigger},
+    output_reserves={STRATEGY: opencode_reserve},
+)

@@ -36,7 +36,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import CompressionConfig, ConfigError
+from hermeslab.context.baselines import BaselineResult
+from hermeslab.context.openhands_strategy import openhands_compaction
+from hermeslab.context.zoo_common import Message, ZooInput
+from hermeslab.core.config import CompressionConfig, ConfigError
+
+from .base import NEVER_SWITCH_OFF, Citation, Policy, Preset
 
 SDK_VERSION = "1.58.2"
 LEGACY_VERSION = "0.62.0"
@@ -45,49 +50,32 @@ SUMMARIZING = f"openhands-{SDK_VERSION}-llm-summarizing"
 MASKING = f"openhands-{LEGACY_VERSION}-observation-masking"
 AMORTIZED = f"openhands-{LEGACY_VERSION}-amortized-forgetting"
 
-#: ``minimum_progress`` of the summarizing condenser (llm_summarizing_condenser.py line 72).
-MINIMUM_PROGRESS = 0.1
-#: A breaker limit no conversation reaches: OpenHands condenses whenever its rule says so.
-NEVER_SWITCH_OFF = 1_000_000_000
-
 _COMMON: dict[str, Any] = {
     # Tokens matter only when the prompt would exceed the window itself.
     "compression.threshold": 1.0,
     "compression.min_threshold_tokens": 0,
     "compression.small_window_limit": None,
     "compression.min_saving": 0.0,
+    # OpenHands condenses whenever its rule says so: the breaker is out of reach.
     "compression.ineffective_limit": NEVER_SWITCH_OFF,
     "compression.in_place": True,
     "compression.system_in_pipeline": True,
 }
 
 
-def openhands_presets(seed: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The three OpenHands presets as full override lists laid over ``seed``."""
-    base = {**seed, **_COMMON}
-    return {
-        SUMMARIZING: {**base, "compression.preset": SUMMARIZING, "compression.strategy": "openhands_summarizing",
-                      "compression.trigger_events": 80, "compression.keep_first_events": 4},
-        MASKING: {**base, "compression.preset": MASKING, "compression.strategy": "openhands_masking",
-                  "compression.trigger_events": 100, "compression.keep_first_events": 0},
-        AMORTIZED: {**base, "compression.preset": AMORTIZED, "compression.strategy": "openhands_amortized",
-                    "compression.trigger_events": 100, "compression.keep_first_events": 1},
-    }
-
-
 #: The ``compression.strategy`` values these presets add.
 STRATEGIES = ("openhands_summarizing", "openhands_masking", "openhands_amortized")
+
+
+def condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
+    """One condensation under the OpenHands rule the config's strategy names (no memory between them)."""
+    return openhands_compaction(messages, cfg=zoo.cfg, summariser=zoo.summariser, focus=zoo.focus,
+                                budgets=zoo.budgets, estimate=zoo.estimate)
 
 
 def validate_openhands_settings(cfg: CompressionConfig) -> None:
     """Raise ConfigError for event settings OpenHands' condensers would refuse (or hermeslab cannot use)."""
     limit = cfg.trigger_events
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigError(f"compression.trigger_events: expected a positive integer or null, got {limit!r}")
-    if cfg.keep_first_events < 0:
-        raise ConfigError(f"compression.keep_first_events: must not be negative, got {cfg.keep_first_events!r}")
-    if cfg.strategy not in STRATEGIES:
-        return
     if limit is None:
         raise ConfigError(f"compression.strategy {cfg.strategy} needs compression.trigger_events (OpenHands' max_size)")
     # The summarizing condenser needs room for a tail (llm_summarizing_condenser.py lines 89-97), the
@@ -96,3 +84,34 @@ def validate_openhands_settings(cfg: CompressionConfig) -> None:
     if room is not None and cfg.keep_first_events >= room:
         raise ConfigError(f"compression.keep_first_events ({cfg.keep_first_events}) must be under {room} "
                           f"for {cfg.strategy} with trigger_events {limit}")
+
+
+POLICY = Policy(
+    agent="OpenHands",
+    source=f"openhands-sdk {SDK_VERSION} and openhands-ai {LEGACY_VERSION} (PyPI)",
+    presets=(
+        Preset(SUMMARIZING, {**_COMMON, "compression.strategy": "openhands_summarizing",
+                             "compression.trigger_events": 80, "compression.keep_first_events": 4},
+               "past 80 events: keep the first 4 and the newest half, summarise the rest into a user message."),
+        Preset(MASKING, {**_COMMON, "compression.strategy": "openhands_masking",
+                         "compression.trigger_events": 100, "compression.keep_first_events": 0},
+               "past 100 events: mask every observation older than the newest 100 events."),
+        Preset(AMORTIZED, {**_COMMON, "compression.strategy": "openhands_amortized",
+                           "compression.trigger_events": 100, "compression.keep_first_events": 1},
+               "past 100 events: keep the first event and the newest half, forget the rest."),
+    ),
+    fidelity="parity",
+    strategies={name: condense for name in STRATEGIES},
+    citations=(
+        Citation("default_condenser: max_size 80, keep_first 4", "trigger_events, keep_first_events",
+                 "openhands/sdk/context/condenser/llm_summarizing_condenser.py 558-559"),
+        Citation("minimum_progress 0.1", "context.openhands_strategy.MINIMUM_PROGRESS", "openhands/sdk/context/condenser/"
+                 "llm_summarizing_condenser.py 72"),
+        Citation("observation masking attention_window 100", "trigger_events",
+                 "openhands/core/config/condenser_config.py 23-24"),
+        Citation("amortized forgetting max_size 100, keep_first 1", "trigger_events, keep_first_events",
+                 "openhands/core/config/condenser_config.py 92-93, 99-100"),
+    ),
+    validate=validate_openhands_settings,
+    reinjects_todos=True,
+)
