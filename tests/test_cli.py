@@ -207,3 +207,13 @@ def test_a_runtime_says_it_created_the_lab_once(tmp_path, monkeypatch):
 def test_every_command_that_opens_a_lab_takes_lab(name):
     options = {option for action in subcommands()[name]._actions for option in action.option_strings}
     assert "--lab" in options
+
+
+@pytest.mark.parametrize("out,says", [("no/such/dir/x.md", "no folder"), (".", "is a directory")])
+def test_export_refuses_a_missing_folder_before_reading_the_lab(tmp_path, monkeypatch, capsys, out, says):
+    from hermeslab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match=says):
+        main(["export", "any-session", "--lab", str(tmp_path / "missing.duckdb"), "--format", "md", "--out", out])
+    assert not (tmp_path / "no").exists() and not (tmp_path / "missing.duckdb").exists()

@@ -52,18 +52,21 @@ def markdown_transcript(record: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_export(record: dict[str, Any], fmt: str, path: str | Path) -> Path:
-    """Write ``record`` to ``path`` as ``md`` or as a one-line ``jsonl`` file (replacing what was there).
-
-    A missing folder is refused rather than made: a typo must not create folders (at the filesystem root, say).
-    """
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
+def export_target(path: str | Path, fmt: str) -> Path:
+    """The file ``path`` names, refused when it is a folder or its folder is missing (a typo must not make folders)."""
     target = Path(path).expanduser()
     if target.is_dir():
         raise ValueError(f"{target} is a directory; give a file path such as {target / ('chat.' + fmt)}")
     if not target.parent.is_dir():
         raise ValueError(f"no folder {target.parent} to write {target.name} in; create it first or give another path")
+    return target
+
+
+def write_export(record: dict[str, Any], fmt: str, path: str | Path) -> Path:
+    """Write ``record`` to ``path`` as ``md`` or as a one-line ``jsonl`` file (replacing what was there)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
+    target = export_target(path, fmt)
     text = markdown_transcript(record) if fmt == "md" else recording_line(Recording.from_dict(record)) + "\n"
     target.write_text(text, encoding="utf-8")
     return target
