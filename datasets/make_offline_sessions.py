@@ -31,15 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermeslab.core.presets import apply_preset
 from hermeslab.core.config import Config
 from hermeslab.core.tokens import TokenCounter
 from hermeslab.eval.recording import write_recordings
 from hermeslab.eval.replay_compression import FixedSummariser, replay_session
+from hermeslab.policies.loading import apply_preset, load_config
 from hermeslab.providers import OfflineModel
 from hermeslab.recordings import Recording
 from hermeslab.recordings.lab import import_lab
-from hermeslab.core.config import load_config
 from hermeslab.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
