@@ -1,0 +1,101 @@
+"""Decision parity of ``kimi-cli-1.52.0`` with Kimi CLI's own trigger and ``SimpleCompaction`` (kimi-cli 1.52.0).
+
+Both sides step a recording as Kimi CLI steps its agent: before every
+recorded assistant reply the context is measured and, at Kimi's trigger,
+compacted. Kimi's side (``worker/kimi_cli_steps.py``) asks its own
+``should_auto_compact`` and ``SimpleCompaction.prepare``; hermeslab's runs the
+policy's trigger rule and strategy. Every message is counted with hermeslab's
+estimate on both sides (the summary too: a fixed stub text), so a difference
+is one of decisions, not of token counting. A step's record is whether Kimi
+compacted and the keys of the messages its history then holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hermeslab.context.budget import derive_budgets
+from hermeslab.context.types import SummaryOutcome, SummaryRequest
+from hermeslab.context.zoo_common import Message, ZooInput, split_system, summary_message
+from hermeslab.core.config import Config, CompressionConfig
+from hermeslab.core.messages import text_of
+from hermeslab.core.tokens import message_estimator
+from hermeslab.policies.kimi_cli import (OPENING, POLICY, PRESET, kimi_simple_compaction, kimi_trigger,
+                                         reserved_context)
+from hermeslab.reference.zoo.checks import ParityCheck, Step, Variant
+from hermeslab.reference.zoo.client import ZooReference
+from hermeslab.reference.zoo.venv import KIMI_CLI as PACKAGE
+
+STUB = "the stub summary"
+SUMMARY = "summary"
+
+
+class _Stub:
+    def summarise(self, request: SummaryRequest) -> SummaryOutcome:
+        return SummaryOutcome(body=STUB)
+
+
+def compression(params: dict[str, Any]) -> CompressionConfig:
+    base = Config().with_overrides(dict(POLICY.presets[0].overrides)).compression
+    return dataclasses.replace(base, threshold=params.get("ratio", base.threshold),
+                               protect_last_n=params.get("keep", base.protect_last_n))
+
+
+def wire(messages: list[Message], params: dict[str, Any]) -> list[dict]:
+    """The recording as the worker reads it: each message's key, role, text and hermeslab's token count."""
+    estimate = message_estimator(compression(params))
+    return [{"key": f"m{i}", "role": m.get("role"), "text": text_of(m), "tokens": estimate(m)}
+            for i, m in enumerate(messages)]
+
+
+def worker_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The variant as Kimi's settings, with the stub summary's size in hermeslab's count."""
+    cfg = compression(params)
+    summary_tokens = message_estimator(cfg)(summary_message("user", f"{OPENING}\n{STUB}"))
+    return {"window": params["window"], "ratio": cfg.threshold, "keep": cfg.protect_last_n,
+            "reserved": reserved_context(None), "summary_tokens": summary_tokens}
+
+
+def reference(sessions: list[list[Message]], variants: list[dict[str, Any]]) -> list[list[list[Step]]]:
+    """Kimi CLI's own trigger and compaction over every recording, for each variant, in one worker."""
+    with ZooReference(PACKAGE, "kimi_cli") as worker:
+        return [worker.replay([wire(messages, params) for messages in sessions], worker_params(params))
+                for params in variants]
+
+
+def ours(messages: list[Message], params: dict[str, Any]) -> list[Step]:
+    """hermeslab's decisions before each recorded reply, the history rewritten by each compaction."""
+    cfg = compression(params)
+    window = params["window"]
+    estimate = message_estimator(cfg)
+    # The budgets only size the summary request; the trigger is the policy's own rule.
+    budgets = derive_budgets(dataclasses.replace(cfg, strategy="summary"), window)
+    zoo = ZooInput(cfg=cfg, budgets=budgets, summariser=_Stub(), estimate=estimate)
+    threshold = kimi_trigger(cfg, window, None)
+    keys = {id(m): f"m{i}" for i, m in enumerate(messages)}
+    history: list[Message] = []
+    steps: list[Step] = []
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            compacted = False
+            if sum(estimate(m) for m in history) >= threshold:
+                outcome = kimi_simple_compaction(history, zoo, {})
+                if outcome.condensed:
+                    history, compacted = list(outcome.messages), True
+            steps.append({"at": index, "compacted": compacted, "view": _view(history, keys)})
+        history.append(message)
+    return steps
+
+
+def _view(history: list[Message], keys: dict[int, str]) -> list[str]:
+    _, rest = split_system(history)
+    return [keys.get(id(m)) or SUMMARY for m in rest]
+
+
+CHECK = ParityCheck(
+    preset=PRESET, requirement=PACKAGE.requirement,
+    variants=(Variant("window_262k", {"window": 262_144}), Variant("window_64k", {"window": 65_536}),
+              Variant("window_55k", {"window": 55_000}), Variant("window_55k_keep_3", {"window": 55_000, "keep": 3}),
+              Variant("window_30k_every_step", {"window": 30_000})),
+    reference=reference, ours=ours)
