@@ -530,6 +530,12 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
         kept = plan.pruned if pruned_tokens < before else list(messages)
         return _result(kept, plan, cfg=cfg, outcome="no_gain", before=before,
                        after=min(pruned_tokens, before), record=record, summary=outcome)
+    if not cfg.in_place and cfg.judge_by_estimate and before - after < cfg.min_saving * before:
+        # Applied by rotation, it would open a child session barely smaller than its parent, which the next check
+        # compresses again: the conversation stays where it is, and the attempt counts as ineffective.
+        record["summary"]["would_save"] = before - after
+        return _result(list(messages), plan, cfg=cfg, outcome="too_small_to_rotate", before=before, after=before,
+                       record=record, summary=outcome)
 
     state.compression_count += 1
     state.previous_summary = body

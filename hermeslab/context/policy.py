@@ -190,7 +190,10 @@ class CompressionPolicy:
             if result.condensed > 0:  # a compaction went through: the failure ladder starts again
                 self.state.failure_streak = self.state.stall_streak = 0
             saved = result.tokens_before - result.tokens_after
-            if result.condensed <= 0 and (self.cfg.judge_by_estimate or outcome != "compressed"):
+            if outcome == "too_small_to_rotate":
+                would_save = (result.record.get("summary") or {}).get("would_save", 0)
+                reasons.append(f"would have saved {would_save} of {result.tokens_before} tokens; not rotated")
+            elif result.condensed <= 0 and (self.cfg.judge_by_estimate or outcome != "compressed"):
                 reasons.append("removed no message")
             elif self.cfg.judge_by_estimate and (saved <= 0 or saved < self.cfg.min_saving * result.tokens_before):
                 reasons.append(f"saved {saved} of {result.tokens_before} tokens")
