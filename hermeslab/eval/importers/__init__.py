@@ -12,7 +12,8 @@ turns another agent's events into the format's messages. The formats:
 * ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories;
 * ``sweagent`` — SWE-agent ``.traj`` trajectories;
 * ``claude_code`` — Claude Code session logs, compactions and abandoned branches left out;
-* ``codex`` — Codex CLI rollouts, compactions left out.
+* ``codex`` — Codex CLI rollouts, compactions left out;
+* ``openhands`` — OpenHands trajectories, event folders and evaluation output, condensations left out.
 """
 
 from .base import ImportOptions, Sample, Skip, SourceFormat
