@@ -30,7 +30,7 @@ from hermeslab.context.zoo_common import (Message, ZooInput, result, split_syste
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import parse_tool_arguments, text_of, tool_calls_of
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 SOURCE = "cline/cline @ 7c782abaf4d2b9c944e7cd7370c542151fec7e3e (v3.65.0)"
 TRUNCATE = "cline_truncate"
@@ -71,7 +71,7 @@ def max_allowed_size(window: int) -> Fraction:
 
 def cline_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
     """``tokens >= min(floor(window * threshold), max_allowed_size)``; the output cap plays no part."""
-    by_share = math.floor(window * Fraction(str(cfg.threshold)))
+    by_share = share_of_window(window, cfg.threshold, round_up=False)
     return max(1, min(by_share, math.ceil(max_allowed_size(window))))
 
 
@@ -227,14 +227,6 @@ def cline_auto_condense(messages: list[Message], zoo: ZooInput, memory: dict[str
 
 # ---------------------------------------------------------------- the policy
 
-_IN_PLACE: dict[str, Any] = {
-    "compression.min_threshold_tokens": 0,
-    "compression.small_window_limit": None,
-    "compression.min_saving": 0.0,
-    "compression.ineffective_limit": 1_000_000_000,
-    "compression.abort_cooldown_seconds": 0.0,
-    "compression.in_place": True,
-}
 
 _WHERE = "src/core/context/context-management/"
 
@@ -242,11 +234,12 @@ POLICY = Policy(
     agent="Cline",
     source=SOURCE,
     presets=(
-        Preset(f"cline-{VERSION}", {**_IN_PLACE, "compression.strategy": TRUNCATE, "compression.threshold": 1.0},
+        Preset(f"cline-{VERSION}",
+               {**IN_PLACE_NO_BREAKER, "compression.strategy": TRUNCATE, "compression.threshold": 1.0},
                "at the window less 27K-40K by its size: drop repeated file reads; unless that saves 30%, hide "
                "half of the history after the first exchange (three quarters past twice the limit)."),
         Preset(f"cline-{VERSION}-auto-condense",
-               {**_IN_PLACE, "compression.strategy": AUTO_CONDENSE,
+               {**IN_PLACE_NO_BREAKER, "compression.strategy": AUTO_CONDENSE,
                 "compression.threshold": AUTO_CONDENSE_THRESHOLD},
                "at 75% of the window (never above the size limit): drop repeated file reads; unless that saves "
                "30%, keep notes for the first exchange and a summary of the rest."),

@@ -15,8 +15,6 @@ a run of consecutive tool messages is that one message.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from typing import Any
 
 from hermeslab.context.baselines import BaselineResult
@@ -27,7 +25,7 @@ from hermeslab.core.config import CompressionConfig
 from hermeslab.core.errors import ConfigError
 from hermeslab.core.messages import text_of
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 SOURCE = "block/goose @ 0036b819bdd7dd02042fb6038e946d22ef56d926 (crates/goose/src/context_mgmt/mod.rs)"
 STRATEGY = "goose_summary"
@@ -49,7 +47,7 @@ AFTER_TOOL_LOOP = ("[The conversation so far was compacted into the summary abov
 
 def goose_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
     """``tokens / window > threshold``: the smallest whole count strictly past the share."""
-    return math.floor(window * Fraction(str(cfg.threshold))) + 1
+    return share_of_window(window, cfg.threshold, round_up=False) + 1
 
 
 def validate(cfg: CompressionConfig) -> None:
@@ -149,21 +147,14 @@ def goose_summary(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]
 
 # ---------------------------------------------------------------- the policy
 
-_IN_PLACE: dict[str, Any] = {
-    "compression.min_threshold_tokens": 0,
-    "compression.small_window_limit": None,
-    "compression.min_saving": 0.0,
-    "compression.ineffective_limit": 1_000_000_000,
-    "compression.abort_cooldown_seconds": 0.0,
-    "compression.in_place": True,
-}
 
 _MOD = "crates/goose/src/context_mgmt/mod.rs"
 
 POLICY = Policy(
     agent="Goose",
     source=SOURCE,
-    presets=(Preset(NAME, {**_IN_PLACE, "compression.strategy": STRATEGY, "compression.threshold": DEFAULT_THRESHOLD},
+    presets=(Preset(NAME, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY,
+                           "compression.threshold": DEFAULT_THRESHOLD},
                     "past 80% of the window: one summary of everything, a note to go on and the newest request; "
                     "tool results left out from the middle when the summary request overflows."),),
     fidelity="reading",
