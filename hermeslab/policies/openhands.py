@@ -36,8 +36,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermeslab.context.assemble import summary_text
 from hermeslab.context.baselines import BaselineResult
-from hermeslab.context.openhands_strategy import openhands_compaction
+from hermeslab.context.openhands_condensers import openhands_strategy
+from hermeslab.context.openhands_view import event_count
+from hermeslab.context.types import SummaryRequest
 from hermeslab.context.zoo_common import Message, ZooInput
 from hermeslab.core.config import CompressionConfig, ConfigError
 
@@ -63,14 +66,44 @@ _COMMON: dict[str, Any] = {
 }
 
 
-#: The ``compression.strategy`` values these presets add.
-STRATEGIES = ("openhands_summarizing", "openhands_masking", "openhands_amortized")
+#: ``compression.strategy`` → the rule of ``hermeslab.context.openhands_condensers``.
+RULES = {"openhands_summarizing": "summarizing", "openhands_amortized": "amortized", "openhands_masking": "masking"}
+#: ``minimum_progress`` of the summarizing condenser (llm_summarizing_condenser.py line 72).
+MINIMUM_PROGRESS = 0.1
+
+
+class _NoSummary(Exception):
+    """The summariser returned no text."""
 
 
 def condense(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
-    """One condensation under the OpenHands rule the config's strategy names (no memory between them)."""
-    return openhands_compaction(messages, cfg=zoo.cfg, summariser=zoo.summariser, focus=zoo.focus,
-                                budgets=zoo.budgets, estimate=zoo.estimate)
+    """One condensation under the OpenHands rule the config's strategy names (no memory between them).
+
+    A compression asked for while the context is within ``trigger_events`` (a
+    token trigger, an overflow or ``/compress``) is OpenHands' condensation
+    request: keep half of what is there. A summariser that returns nothing
+    leaves the context as it was, as OpenHands does when its summary call fails.
+    """
+    cfg, limit = zoo.cfg, zoo.cfg.trigger_events
+    errors: list[str] = []
+
+    def summarise(span: list[dict]) -> str:
+        outcome = zoo.summariser.summarise(SummaryRequest(span=span, previous_summary=None, focus=zoo.focus,
+                                                          budget_tokens=zoo.budgets.max_summary_tokens))
+        if not outcome.body.strip():
+            errors.append(outcome.error or "the summariser returned no text")
+            raise _NoSummary()
+        return summary_text(outcome.body.strip())
+
+    try:
+        return openhands_strategy(messages, rule=RULES[cfg.strategy], max_size=limit, keep_first=cfg.keep_first_events,
+                                  attention_window=limit, minimum_progress=MINIMUM_PROGRESS,
+                                  requested=event_count(messages) <= limit, summarise=summarise,
+                                  estimate=zoo.estimate, min_saving=cfg.min_saving)
+    except _NoSummary:
+        before = sum(map(zoo.estimate, messages))
+        return BaselineResult(list(messages), before, before, 0, False,
+                              {"strategy": cfg.strategy, "outcome": "no_summary", "error": errors[-1]}, aborted=True)
 
 
 def validate_openhands_settings(cfg: CompressionConfig) -> None:
@@ -101,11 +134,11 @@ POLICY = Policy(
                "past 100 events: keep the first event and the newest half, forget the rest."),
     ),
     fidelity="parity",
-    strategies={name: condense for name in STRATEGIES},
+    strategies={name: condense for name in RULES},
     citations=(
         Citation("default_condenser: max_size 80, keep_first 4", "trigger_events, keep_first_events",
                  "openhands/sdk/context/condenser/llm_summarizing_condenser.py 558-559"),
-        Citation("minimum_progress 0.1", "context.openhands_strategy.MINIMUM_PROGRESS", "openhands/sdk/context/condenser/"
+        Citation("minimum_progress 0.1", "MINIMUM_PROGRESS", "openhands/sdk/context/condenser/"
                  "llm_summarizing_condenser.py 72"),
         Citation("observation masking attention_window 100", "trigger_events",
                  "openhands/core/config/condenser_config.py 23-24"),
