@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Modules that run inside a reference environment (Hermes, OpenHands), never in hermeslab's own.
-WORKER_DIRS = (ROOT / "hermeslab" / "reference" / "worker", ROOT / "hermeslab" / "reference" / "openhands" / "worker")
+#: Modules that run inside a reference environment (Hermes, OpenHands, the zoo's agents), never in hermeslab's own.
+WORKER_DIRS = (ROOT / "hermeslab" / "reference" / "worker", ROOT / "hermeslab" / "reference" / "openhands" / "worker",
+               ROOT / "hermeslab" / "reference" / "zoo" / "worker")
 
 
 def _normal(name: str) -> str:
