@@ -98,3 +98,30 @@ def test_dropped_tools_are_said_by_status_in_the_terminal_and_the_notebook_and_k
         assert any(line.startswith("server") and "no tool support" in line for line in lines)
     finally:
         server.stop()
+
+
+def test_estimates_stay_with_the_servers_count_when_its_template_drops_the_tools(tmp_path):
+    """The schemas the template drops are an amount apart from the tokenizers' ratio: taken out of the count, the
+    calibration learns the ratio alone, and every later estimate stays with what the server reports (counting them
+    in, the first reading taught a ratio far below one and later estimates ran several times low)."""
+    from hermeslab.core.events import ApiCallFinished
+
+    server = LocalServer(OfflineModel(), personality="llama-server", supports_tools=False)
+    url = server.start()
+    provider = OpenAICompatProvider(url, None, "hermeslab-offline")
+    try:
+        config = Config().with_overrides({"tools.workspace": str(tmp_path)})
+        tools = builtin_registry(config.tools)
+        bus, calls = EventBus(), []
+        bus.subscribe(calls.append, kinds=(ApiCallFinished,))
+        agent = Agent(provider, config=config, tools=tools, bus=bus)
+        schemas = agent.context.counter.count_tools(agent.tools.schemas())
+        for index in range(4):
+            agent.chat(f"Message {index}: " + "tell me more about the lab. " * (20 * index + 1))
+    finally:
+        provider.close()
+        server.stop()
+    answered = [c for c in calls if c.purpose == "turn" and c.prompt_tokens]
+    assert len(answered) >= 4 and schemas > answered[0].prompt_tokens  # the schemas outweigh the first prompt
+    for call in answered[1:]:
+        assert abs(call.estimated_prompt_tokens - call.prompt_tokens) <= 0.1 * call.prompt_tokens, call
