@@ -20,19 +20,24 @@ from hermeslab.reference.openhands import venv as openhands_venv_module
 from hermeslab.reference.openhands.client import OpenHandsReference
 from hermeslab.reference.openhands.venv import SDK, OpenHandsNotInstalledError
 from hermeslab.reference.venv import ReferenceNotInstalledError
+from hermeslab.reference.zoo import no_deps as zoo_no_deps_module
+from hermeslab.reference.zoo import venv as zoo_venv_module
 
 
 @pytest.fixture
 def nowhere(tmp_path, monkeypatch) -> Path:
-    """Both reference homes pointed at an empty folder, and every installer made to fail if called."""
+    """Every reference home pointed at an empty folder, and every installer made to fail if called."""
     monkeypatch.setenv("HERMESLAB_HERMES_VENV", str(tmp_path / "hermes"))
     monkeypatch.setenv("HERMESLAB_OPENHANDS_HOME", str(tmp_path / "openhands"))
+    monkeypatch.setenv("HERMESLAB_ZOO_HOME", str(tmp_path / "zoo"))
 
     def refuse(*args, **kwargs):
         raise AssertionError("a reference environment was installed without being asked")
 
     monkeypatch.setattr(hermes_venv_module, "_build_venv", refuse)
     monkeypatch.setattr(openhands_venv_module, "_install", refuse)
+    monkeypatch.setattr(zoo_venv_module, "_install", refuse)
+    monkeypatch.setattr(zoo_no_deps_module, "_install", refuse)
     return tmp_path
 
 
@@ -40,7 +45,7 @@ def nowhere(tmp_path, monkeypatch) -> Path:
 
 
 def test_install_needs_a_known_name(capsys):
-    with pytest.raises(SystemExit, match="needs what to install: hermes, openhands or all"):
+    with pytest.raises(SystemExit, match="needs what to install: hermes, openhands, zoo or all"):
         cli.main(["reference", "install"])
     with pytest.raises(SystemExit) as exited:
         cli.main(["reference", "install", "hermes-0.19"])
@@ -48,17 +53,18 @@ def test_install_needs_a_known_name(capsys):
     with pytest.raises(SystemExit, match="reference status takes no argument"):
         cli.main(["reference", "status", "hermes"])
     with pytest.raises(ValueError, match="no reference environment named 'openhand'; choose one of hermes, "
-                                         "openhands, all"):
+                                         "openhands, zoo, all"):
         install.environments("openhand")
 
 
 def test_status_names_the_command_for_each_missing_environment(nowhere, capsys):
     assert cli.main(["reference", "status"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 3 + len(install.ENVIRONMENTS["zoo"])
     assert lines[0].startswith("hermes: not installed (hermes-agent==0.19.0, about ")
     assert lines[0].endswith("run `hermeslab reference install hermes`")
-    assert all(line.endswith("run `hermeslab reference install openhands`") for line in lines[1:])
+    assert all(line.endswith("run `hermeslab reference install openhands`") for line in lines[1:3])
+    assert all(line.endswith("run `hermeslab reference install zoo`") for line in lines[3:])
 
 
 # ---------------------------------------------------------------- the announced install
