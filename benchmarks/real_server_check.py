@@ -19,13 +19,19 @@ with a throw-away lab, and reports whether it passed and what it saw:
 * ``server_overflow`` — with hermeslab told the window is four times
   ``--context-length``, a long history reaches the server's real limit; the
   overflow must be recognised and the turn complete after compression;
-* ``ab`` — an A/B run over two of the project's recorded sessions and two
-  configs whose window (half of ``--context-length``) makes them compress
-  with the LLM summariser at this server: every cell must finish without its
-  summariser falling back, at least one summary must have been written, and
-  where the server counts its tasks (llama-server's ``GET /slots``) it must
-  have served requests meanwhile. The run
-  sends no more requests at once than the server reports slots.
+* ``ab`` — an A/B run of two configs over one short recording (the first
+  ``--ab-turns`` turns of the project's shortest recorded session) at a small
+  window (``--ab-window``), with the LLM summariser at this server and a low
+  summary cap (``--ab-summary-cap`` tokens), so that it finishes in minutes on
+  a small local model: every cell must finish without its summariser falling
+  back, at least one summary must have been written, and where the server
+  counts its tasks (llama-server's ``GET /slots``) it must have served
+  requests meanwhile. The run sends no more requests at once than the server
+  reports slots. Before it starts it says how long it should take: the same
+  A/B with the extractive summariser counts the summary calls and their
+  prompts, and the server's pace measured by the earlier checks (llama-server's
+  ``timings``) prices them. Every setting the check changes from the preset
+  is reported beside the result (``deviations_from_preset``).
 
 The last line printed is one JSON object (also stored as
 ``benchmarks/results/real_server_check.json`` unless ``--out`` says otherwise),
@@ -51,6 +57,8 @@ import httpx2
 from hermeslab.core.config import Config
 from hermeslab.core.events import ApiCallFinished, CompressionEvent, EventBus
 from hermeslab.providers.openai_compat import server_root
+from hermeslab.providers.pace import pace_of
+from hermeslab.recordings import Recording
 from hermeslab.runtime import Runtime
 
 DATASET = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
@@ -60,9 +68,11 @@ FILLER = "The quick brown fox jumps over the lazy dog while the lab records ever
 class Checks:
     """Runs the checks in order against one endpoint, each in a fresh runtime and lab."""
 
-    def __init__(self, url: str, model: str, api_key: str, context_length: int, max_tokens: int, workdir: Path):
+    def __init__(self, url: str, model: str, api_key: str, context_length: int, max_tokens: int, workdir: Path, *,
+                 ab_turns: int = 6, ab_window: int = 4096, ab_summary_cap: int = 128):
         self.url, self.model, self.api_key = url, model, api_key
         self.context_length, self.max_tokens, self.workdir = context_length, max_tokens, workdir
+        self.ab_turns, self.ab_window, self.ab_summary_cap = ab_turns, ab_window, ab_summary_cap
 
     def config(self, **overrides: Any) -> Config:
         settings: dict[str, Any] = {
@@ -146,30 +156,82 @@ class Checks:
                     "statuses": statuses, "compressions": triggers}
         return self.run(self.config(**{"model.context_length": self.context_length * 4}), body)
 
+    def ab_settings(self, threshold: float, summariser: str) -> dict[str, Any]:
+        """What the A/B check changes from the preset, for one of its two configs."""
+        return {"model.context_length": self.ab_window, "compression.summariser": summariser,
+                "compression.threshold": threshold, "compression.min_threshold_tokens": 1000,
+                "compression.summary_max_tokens": self.ab_summary_cap,
+                "compression.summary_min_tokens": self.ab_summary_cap}
+
     def ab(self) -> dict[str, Any]:
         from hermeslab.eval.ab import failure_line, run_ab
 
         started = time.perf_counter()
-        window = self.context_length // 2
-        configs = {name: self.config(**{"model.context_length": window, "compression.summariser": "llm",
-                                        "compression.threshold": threshold, "compression.min_threshold_tokens": 1000})
-                   for name, threshold in (("low", 0.5), ("high", 0.8))}
+        recording = short_recording(DATASET, self.ab_turns)
+        thresholds = {"low": 0.7, "high": 0.85}
+        configs = {name: self.config(**self.ab_settings(threshold, "llm")) for name, threshold in thresholds.items()}
+        preset = self.config()
+        deviations = {key: {"preset": _setting(preset, key), "used": value}
+                      for key, value in self.ab_settings(thresholds["low"], "llm").items()
+                      if key != "compression.threshold" and _setting(preset, key) != value}
+        deviations["compression.threshold"] = {"preset": preset.compression.threshold, "used": thresholds}
+        rehearsal = run_ab([recording], {name: self.config(**self.ab_settings(threshold, "extractive"))
+                                         for name, threshold in thresholds.items()}, executor="serial",
+                           progress=False)
+        expected = expected_duration(rehearsal, pace_of(server_root(self.url)), answer_cap=2 * self.ab_summary_cap)
+        print(f"ab: {expected['summary_calls']} summary calls expected over {recording.id}; "
+              + (f"about {expected['seconds']:.0f} s at the server's measured pace" if expected["seconds"] is not None
+                 else "the server's pace is not measured yet (run the other checks first for an estimate)"),
+              file=sys.stderr)
         before = server_tasks(self.url)
         try:
-            frame = run_ab([DATASET], configs, limit=2, progress=False)
+            frame = run_ab([recording], configs, progress=False)
         except Exception as exc:  # the run itself could not start: the check failed, the others still run
-            return {"passed": False, "error": f"{type(exc).__name__}: {exc}",
-                    "seconds": round(time.perf_counter() - started, 2)}
+            return {"passed": False, "error": f"{type(exc).__name__}: {exc}", "expected": expected,
+                    "deviations_from_preset": deviations, "seconds": round(time.perf_counter() - started, 2)}
         after = server_tasks(self.url)
         served = None if before is None or after is None else after - before
         summaries = int(frame["summary_calls"].fillna(0).sum()) if "summary_calls" in frame else 0
         fallbacks = int(frame["summary_fallbacks"].fillna(0).sum()) if "summary_fallbacks" in frame else 0
         cells_ok = bool(len(frame)) and bool((frame["status"] == "ok").all())
         reached = summaries > 0 and fallbacks == 0 and (served is None or served > 0)
-        return {"passed": cells_ok and reached, "window": window, "cells": len(frame),
-                "cells_failed": int((frame["status"] != "ok").sum()), "failure": failure_line(frame),
-                "summaries": summaries, "summaries_by_fallback": fallbacks, "server_tasks_served": served,
+        return {"passed": cells_ok and reached, "recording": recording.id, "window": self.ab_window,
+                "cells": len(frame), "cells_failed": int((frame["status"] != "ok").sum()),
+                "failure": failure_line(frame), "summaries": summaries, "summaries_by_fallback": fallbacks,
+                "server_tasks_served": served, "expected": expected, "deviations_from_preset": deviations,
                 "seconds": round(time.perf_counter() - started, 2)}
+
+
+def short_recording(path: Path, turns: int) -> Recording:
+    """The shortest recording of ``path`` (fewest tokens), cut before its user turn number ``turns + 1``."""
+    from hermeslab.eval.ab import gather_recordings, recording_weight
+
+    found, _ = gather_recordings([path])
+    if not found:
+        raise ValueError(f"{path} holds no usable recording")
+    shortest = min(found, key=recording_weight)
+    users = [index for index, message in enumerate(shortest.messages) if message.get("role") == "user"]
+    end = users[turns] if len(users) > turns else len(shortest.messages)
+    data = shortest.to_dict()
+    data.update(id=f"{shortest.id}/first-{turns}-turns", messages=data["messages"][:end],
+                meta={"cut_from": shortest.id, "turns": min(turns, len(users))})
+    return Recording.from_dict(data)
+
+
+def expected_duration(rehearsal: Any, pace: Any, *, answer_cap: int) -> dict[str, Any]:
+    """Summary calls and prompt tokens the extractive rehearsal of the A/B counted, and the seconds they should
+    take at the server's measured pace (None before it was measured), every answer written to its cap."""
+    calls = int(rehearsal["summary_calls"].fillna(0).sum()) if "summary_calls" in rehearsal else 0
+    prompt = int(rehearsal["summary_input_tokens"].fillna(0).sum()) if "summary_input_tokens" in rehearsal else 0
+    seconds = pace.expected_seconds(prompt, calls * answer_cap)
+    return {"summary_calls": calls, "summary_prompt_tokens": prompt, "answer_cap": answer_cap,
+            "prompt_per_second": pace.prompt_per_second, "generated_per_second": pace.generated_per_second,
+            "seconds": None if seconds is None else round(seconds, 1)}
+
+
+def _setting(config: Config, key: str) -> Any:
+    section, name = key.split(".", 1)
+    return getattr(getattr(config, section), name)
 
 
 def server_tasks(url: str) -> int | None:
@@ -209,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
                              "and tool schemas leave a summary no room, so the compression check fails)")
     parser.add_argument("--max-tokens", type=int, default=64, help="output cap per request (default 64)")
     parser.add_argument("--only", action="append", help="run only this check (repeatable)")
+    parser.add_argument("--ab-turns", type=int, default=6,
+                        help="turns of the shortest recording the ab check replays (default 6)")
+    parser.add_argument("--ab-window", type=int, default=4096, help="the ab check's window in tokens (default 4096)")
+    parser.add_argument("--ab-summary-cap", type=int, default=128,
+                        help="the ab check's summary budget in tokens (default 128; answers up to twice that)")
     parser.add_argument("--server-flags", default=None,
                         help="the command line the server was started with, stored with the result")
     add_out_option(parser, "real_server_check")
@@ -219,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(chosen) - set(names))
     if unknown:
         parser.error(f"unknown check {unknown[0]!r} (choose from {', '.join(names)})")
+    for option in ("ab_turns", "ab_window", "ab_summary_cap"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} must be a positive number, got {getattr(args, option)}")
     with tempfile.TemporaryDirectory(prefix="hermeslab-server-check-") as tmp:
-        checks = Checks(args.url, args.model, args.api_key, args.context_length, args.max_tokens, Path(tmp))
+        checks = Checks(args.url, args.model, args.api_key, args.context_length, args.max_tokens, Path(tmp),
+                        ab_turns=args.ab_turns, ab_window=args.ab_window, ab_summary_cap=args.ab_summary_cap)
         results = {}
         for name in chosen:
             results[name] = getattr(checks, name)()
