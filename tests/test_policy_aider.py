@@ -165,6 +165,12 @@ def test_one_decision_per_turn():
 # ---------------------------------------------------------------- any conversation
 
 
+def _users_joined(messages: list[dict]) -> list[dict]:
+    """Each run of user messages counted once: the kept part starts after an assistant message, so it may start
+    with a user message right behind the user summary, as Aider sends it."""
+    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 16_384, 65_536]), fails=st.booleans())
 def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(messages, window, fails):
@@ -172,7 +178,7 @@ def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(mess
     outcome = aider_chat_summary(messages, zoo(window, Fixed(fails)), {})
     assert json.dumps(messages, sort_keys=True) == snapshot
     validate_messages(outcome.messages)
-    assert role_order_problems(outcome.messages) <= role_order_problems(messages)
+    assert role_order_problems(_users_joined(outcome.messages)) <= role_order_problems(_users_joined(messages))
     if messages and messages[0]["role"] == "system":
         assert outcome.messages[0] == messages[0]
     if outcome.condensed == 0:

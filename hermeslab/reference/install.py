@@ -58,7 +58,7 @@ ENVIRONMENTS: dict[str, tuple[Environment, ...]] = {
                     lambda path, package=package: packaged_venv.is_complete(path, package),
                     lambda echo, package=package: packaged_venv.install_venv(package, echo=echo))
         for package, download, disk in ((packaged_venv.AIDER, 150, 670), (packaged_venv.LANGCHAIN, 25, 105),
-                                        (packaged_venv.KIMI_CLI, 60, 360))
+                                        (packaged_venv.INSPECT_AI, 90, 325), (packaged_venv.KIMI_CLI, 60, 360))
     ) + (
         Environment(packaged_venv.SWE_AGENT.folder, packaged_venv.SWE_AGENT.requirement, 1, 26,
                     lambda: packaged_venv.default_path(packaged_venv.SWE_AGENT),

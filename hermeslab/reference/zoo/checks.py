@@ -2,8 +2,8 @@
 
 A policy plugs in with a module named ``<anything>_parity`` in
 ``hermeslab.reference`` or ``hermeslab.reference.zoo`` that exports ``CHECK``,
-a ``ParityCheck``: the preset it checks, the package requirement its
-reference environment holds, its variants, and two functions that step a
+a ``ParityCheck`` (or ``CHECKS``, several): the preset it checks, the package
+requirement its reference environment holds, its variants, and two functions that step a
 recording and return one record per recorded assistant reply. ``reference``
 runs the agent's own code (a worker in the agent's virtualenv, which raises
 ``ReferenceNotInstalledError`` naming the install command when it is missing)
@@ -53,8 +53,9 @@ class ParityCheck:
 
 
 def discover() -> tuple[dict[str, ParityCheck], dict[str, str]]:
-    """Every ``*_parity`` module's ``CHECK`` in ``hermeslab.reference`` and ``hermeslab.reference.zoo``, by preset,
-    and the modules that failed to import, with the error (one broken check does not hide the others)."""
+    """Every ``*_parity`` module's ``CHECK`` (and ``CHECKS``) in ``hermeslab.reference`` and
+    ``hermeslab.reference.zoo``, by preset, and the modules that failed to import, with the error (one broken
+    check does not hide the others)."""
     found: dict[str, ParityCheck] = {}
     broken: dict[str, str] = {}
     for package_name in ("hermeslab.reference", "hermeslab.reference.zoo"):
@@ -64,12 +65,13 @@ def discover() -> tuple[dict[str, ParityCheck], dict[str, str]]:
                 continue
             name = f"{package_name}.{module.name}"
             try:
-                check = getattr(importlib.import_module(name), "CHECK", None)
+                module_found = importlib.import_module(name)
             except ImportError as exc:
                 broken[name] = f"{type(exc).__name__}: {exc}"
                 continue
-            if isinstance(check, ParityCheck):
-                found[check.preset] = check
+            for check in (getattr(module_found, "CHECK", None), *getattr(module_found, "CHECKS", ())):
+                if isinstance(check, ParityCheck):
+                    found[check.preset] = check
     return found, broken
 
 

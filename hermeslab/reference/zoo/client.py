@@ -22,17 +22,20 @@ from hermeslab.reference.zoo.venv import Package, ZooReferenceError, installed_v
 
 WORKER_DIR = Path(__file__).with_name("worker")
 #: Keeps the agents' libraries off the network and quiet.
-QUIET_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "AIDER_ANALYTICS": "false", "LANGSMITH_TRACING": "false",
-             "INSPECT_TELEMETRY": "false"}
+QUIET_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "AIDER_ANALYTICS": "false", "LANGSMITH_TRACING": "false"}
 
 
 class ZooReference:
     """A running worker for one agent; use it as a context manager."""
 
-    def __init__(self, package: Package, agent: str, venv_path: Path | None = None, *, timeout: float = 1800.0):
+    def __init__(self, package: Package | None, agent: str, venv_path: Path | None = None, *,
+                 timeout: float = 1800.0, python: Path | None = None):
         self.package = package
         self.agent = agent
         self._venv_path = venv_path
+        #: An interpreter to run the worker with instead of the package's virtualenv (an agent whose code
+        #: needs only the standard library, read from a folder rather than installed).
+        self._python = python
         self._timeout = timeout
         self._process: subprocess.Popen | None = None
         self._folder: tempfile.TemporaryDirectory | None = None
@@ -49,7 +52,7 @@ class ZooReference:
         self.close()
 
     def start(self) -> None:
-        python = venv_python(installed_venv(self.package, self._venv_path))
+        python = self._python or venv_python(installed_venv(self.package, self._venv_path))
         self._folder = tempfile.TemporaryDirectory(prefix=f"hermeslab-{self.agent}-")
         env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
         env.update(QUIET_ENV, HOME=self._folder.name)

@@ -161,3 +161,5 @@ KIMI_CLI = Package("kimi-cli", "1.52.0", "kimi_cli.soul.compaction", ((3, 12), (
 #: declared dependencies is not on the package index, so it is installed without them (``no_deps``).
 SWE_AGENT = Package("sweagent", "0.0.1", "sweagent.agent.history_processors", ((3, 9), (3, 13)))
 SWE_AGENT_MODULE = "sweagent/agent/history_processors.py"
+#: Inspect AI: the compaction strategies in ``inspect_ai.model._compaction``.
+INSPECT_AI = Package("inspect-ai", "0.3.285", "inspect_ai.model", ((3, 11), (3, 13)))
