@@ -54,3 +54,16 @@ def openhands_venv(release) -> Path:
     except OpenHandsNotInstalledError as exc:
         _missing(str(exc))
         raise
+
+
+def zoo_venv(package) -> Path:
+    """The installed virtualenv of a zoo agent's package, or a skip naming the command that installs it (a
+    failure under CI)."""
+    from hermeslab.reference.venv import ReferenceNotInstalledError
+    from hermeslab.reference.zoo.venv import installed_venv
+
+    try:
+        return installed_venv(package)
+    except ReferenceNotInstalledError as exc:
+        _missing(str(exc))
+        raise

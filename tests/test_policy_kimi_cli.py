@@ -36,11 +36,9 @@ from hermeslab.policies.kimi_cli import (
     kimi_trigger,
     preserved_start,
 )
-from hermeslab.reference.venv import ReferenceNotInstalledError
 from hermeslab.reference.zoo.checks import Tally
 from hermeslab.reference.zoo.kimi_cli_parity import CHECK, PACKAGE
-from hermeslab.reference.zoo.venv import installed_venv
-from shared_data import _missing, dataset
+from shared_data import dataset, zoo_venv
 
 OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
 
@@ -179,10 +177,7 @@ def _sessions(path: Path, count: int) -> list[list[dict]]:
 
 
 def test_decisions_equal_kimis_own_trigger_and_compaction():
-    try:
-        installed_venv(PACKAGE)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
+    zoo_venv(PACKAGE)
     sessions = _sessions(OWN, 8) + _sessions(dataset("mini_swe_agent_gemini3pro_swebv.jsonl"), 4)
     theirs = CHECK.reference(sessions, [variant.params for variant in CHECK.variants])
     compactions = 0

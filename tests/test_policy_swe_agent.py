@@ -34,11 +34,9 @@ from hermeslab.policies.swe_agent import (
     indices_to_elide,
     last_n_observations,
 )
-from hermeslab.reference.venv import ReferenceNotInstalledError
 from hermeslab.reference.zoo.checks import Tally
 from hermeslab.reference.zoo.swe_agent_parity import CHECK, PACKAGE
-from hermeslab.reference.zoo.venv import installed_venv
-from shared_data import _missing, dataset
+from shared_data import dataset, zoo_venv
 
 OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
 
@@ -169,10 +167,7 @@ def _sessions(path: Path, count: int) -> list[list[dict]]:
 
 
 def test_decisions_equal_swe_agents_own_processor():
-    try:
-        installed_venv(PACKAGE)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
+    zoo_venv(PACKAGE)
     sessions = _sessions(OWN, 10) + _sessions(dataset("mini_swe_agent_gemini3pro_swebv.jsonl"), 5)
     theirs = CHECK.reference(sessions, [variant.params for variant in CHECK.variants])
     for variant, reference in zip(CHECK.variants, theirs):

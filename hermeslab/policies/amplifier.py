@@ -28,7 +28,7 @@ from hermeslab.context.baselines import BaselineResult
 from hermeslab.context.zoo_common import Message, ZooInput, result, unchanged
 from hermeslab.core.compression_config import CompressionConfig
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset
 
 STRATEGY = "amplifier_simple_context"
 PRESET = "amplifier-context-simple-54ca117"
@@ -329,16 +329,11 @@ POLICY = Policy(
     agent="Amplifier (context-simple)",
     source=SOURCE,
     presets=(Preset(PRESET, {
+        **IN_PLACE_NO_BREAKER,
         "compression.strategy": STRATEGY,
         "compression.threshold": COMPACT_THRESHOLD,
         "compression.target_ratio": TARGET_USAGE,
         "compression.protect_last_n": PROTECTED_TOOL_RESULTS,
-        "compression.min_threshold_tokens": 0,
-        "compression.small_window_limit": None,
-        "compression.min_saving": 0.0,
-        "compression.ineffective_limit": 1_000_000_000,
-        "compression.abort_cooldown_seconds": 0.0,
-        "compression.in_place": True,
     }, "before every request, once the full history reaches 92% of the budget: a view cut toward 50% in eight "
        "levels (tool results shortened, old messages removed outside the newest 30%, then fewer); nothing is "
        "summarised and the full history is kept."),),

@@ -13,8 +13,6 @@ conversation is handed back unchanged and the compaction counts as aborted.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from typing import Any
 
 from hermeslab.context.baselines import BaselineResult
@@ -22,7 +20,7 @@ from hermeslab.context.zoo_common import Message, ZooInput, result, split_system
 from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.errors import ConfigError
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 STRATEGY = "kimi_cli_simple_compaction"
 PRESET = "kimi-cli-1.52.0"
@@ -47,7 +45,7 @@ def reserved_context(max_tokens: int | None) -> int:
 
 def kimi_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -> int:
     """``tokens >= window * ratio`` or ``tokens + reserved >= window``, whichever is reached first."""
-    by_ratio = math.ceil(window * Fraction(str(cfg.threshold)))
+    by_ratio = share_of_window(window, cfg.threshold, round_up=True)
     by_room = window - reserved_context(max_tokens)
     return max(1, min(by_ratio, by_room))
 
@@ -94,18 +92,8 @@ def validate(cfg: CompressionConfig) -> None:
                           f"and needs a whole number, got {cfg.protect_last_n!r}")
 
 
-#: No token floor, no saving judged, never switched off nor cooled down (Kimi CLI has none of these), in place.
-_OVERRIDES: dict[str, Any] = {
-    "compression.strategy": STRATEGY,
-    "compression.threshold": TRIGGER_RATIO,
-    "compression.protect_last_n": PRESERVED_MESSAGES,
-    "compression.min_threshold_tokens": 0,
-    "compression.small_window_limit": None,
-    "compression.min_saving": 0.0,
-    "compression.ineffective_limit": 1_000_000_000,
-    "compression.abort_cooldown_seconds": 0.0,
-    "compression.in_place": True,
-}
+_OVERRIDES: dict[str, Any] = {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY,
+                               "compression.threshold": TRIGGER_RATIO, "compression.protect_last_n": PRESERVED_MESSAGES}
 
 POLICY = Policy(
     agent="Kimi CLI",

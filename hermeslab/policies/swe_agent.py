@@ -27,7 +27,7 @@ from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.errors import ConfigError
 from hermeslab.core.messages import text_of
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset
 
 STRATEGY = "swe_agent_last_n_observations"
 PRESET = "swe-agent-0.0.1"
@@ -88,18 +88,8 @@ def validate(cfg: CompressionConfig) -> None:
                           f"a positive integer, got {cfg.protect_last_n!r}")
 
 
-#: No token floor, no saving judged, never switched off nor cooled down (SWE-agent has none of these), in place.
-_OVERRIDES: dict[str, Any] = {
-    "compression.strategy": STRATEGY,
-    "compression.protect_last_n": KEEP_LAST_OBSERVATIONS,
-    "compression.threshold": 1.0,
-    "compression.min_threshold_tokens": 0,
-    "compression.small_window_limit": None,
-    "compression.min_saving": 0.0,
-    "compression.ineffective_limit": 1_000_000_000,
-    "compression.abort_cooldown_seconds": 0.0,
-    "compression.in_place": True,
-}
+_OVERRIDES: dict[str, Any] = {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY,
+                               "compression.protect_last_n": KEEP_LAST_OBSERVATIONS, "compression.threshold": 1.0}
 
 POLICY = Policy(
     agent="SWE-agent",
