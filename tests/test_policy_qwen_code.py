@@ -182,7 +182,7 @@ def test_embedded_files_share_50k_tokens():
 
 def test_after_a_compaction_summary_ack_files_then_the_request_being_sent():
     """composePostCompactHistory: summary (user) with the resume line, the acknowledgement, then one user
-    message holding every restored file; the request being sent follows in that same user turn."""
+    message holding every restored file; the request being sent follows."""
     messages = _session() + [{"role": "user", "content": "now add tests"}]
     summariser = Recording()
     result = qwen_compress(messages, _zoo(summariser=summariser), {})
@@ -193,7 +193,7 @@ def test_after_a_compaction_summary_ack_files_then_the_request_being_sent():
     texts = [part["text"] for part in out[3]["content"]]
     assert "## README.md" in texts[0] and "readme text" in texts[0]
     assert "## src/parser.ts" in texts[1] and "new parser" in texts[1]
-    assert texts[2] == "now add tests" and len(out) == 4
+    assert len(texts) == 2 and out[4] == messages[-1] and len(out) == 5
     assert summariser.spans[0][-1]["content"] == "Fixed."  # the request being sent is not summarised
 
 
@@ -218,16 +218,22 @@ def test_without_a_summary_nothing_changes():
 # ---------------------------------------------------------------- any conversation
 
 
+def _users_joined(messages: list[dict]) -> list[dict]:
+    """Each run of user messages counted once, as Anthropic's API joins such turns."""
+    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 8_000, 40_000, 1_000_000]), fails=st.booleans())
 def test_a_qwen_compaction_leaves_a_valid_conversation_and_its_input_alone(messages, window, fails):
     """Whatever the conversation: the input is not mutated, tool calls keep their results, the system prompt
-    stays first, no role-order problem is added, and a pass that changed nothing says so."""
+    stays first, no role-order problem is added (restored files and the request being sent are consecutive user
+    turns), and a pass that changed nothing says so."""
     snapshot = json.dumps(messages, sort_keys=True)
     result = qwen_compress(messages, _zoo(window, Failing() if fails else None), {})
     assert json.dumps(messages, sort_keys=True) == snapshot
     validate_messages(result.messages)
-    assert role_order_problems(result.messages) <= role_order_problems(messages)
+    assert role_order_problems(_users_joined(result.messages)) <= role_order_problems(_users_joined(messages))
     if messages and messages[0]["role"] == "system":
         assert result.messages[0] == messages[0]
     if result.condensed == 0:

@@ -10,8 +10,8 @@ user's request the interrupted turn was working on.
 hermeslab compacts before a model call, so a trailing user message is the
 request Crush would send after its summary (not summarised); trailing tool
 results mean the turn was interrupted. Crush sends the summary and that next
-user message as two user turns, which Anthropic's API joins; here they are one
-user message.
+user message as two user turns (which Anthropic's API joins), and so does
+this policy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from hermeslab.context.baselines import BaselineResult
 from hermeslab.context.turns import is_real_user_message
-from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, unchanged
+from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from hermeslab.core.config import CompressionConfig
 from hermeslab.core.messages import text_of
 
@@ -49,11 +49,6 @@ def crush_trigger(cfg: CompressionConfig, window: int, max_tokens: int | None) -
     return max(1, window - buffer)
 
 
-def _parts(message: Message) -> list[dict]:
-    content = message.get("content")
-    return list(content) if isinstance(content, list) else [{"type": "text", "text": content or ""}]
-
-
 def crush_summary(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
     """One Crush summary of ``messages`` (system messages stay in front, untouched)."""
     system, history = split_system(messages)
@@ -66,15 +61,12 @@ def crush_summary(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]
     if not summary.body:
         return unchanged(messages, zoo, {**record, "outcome": "summary_failed"}, aborted=True,
                          error=summary.error or "empty summary")
-    parts = [{"type": "text", "text": summary.body}]
     interrupted = not request and span[-1].get("role") == "tool"
-    if request:
-        parts += _parts(request[0])
-    elif interrupted:
+    follow = request
+    if interrupted:
         asked = next((m for m in reversed(span) if is_real_user_message(m)), None)
-        parts.append({"type": "text", "text": INTERRUPTED.format(text_of(asked) if asked else "")})
-    content: Any = parts if len(parts) > 1 else summary.body
-    out = system + [{"role": "user", "content": content, "_compressed_summary": True}]
+        follow = [{"role": "user", "content": INTERRUPTED.format(text_of(asked) if asked else ""), "_synthetic": True}]
+    out = system + [summary_message("user", summary.body)] + follow
     return result(messages, out, condensed=len(span), zoo=zoo,
                   record={**record, "outcome": "compressed", "interrupted": interrupted},
                   summary=summary.body, fallback=summary.fallback_used)
@@ -104,7 +96,7 @@ POLICY = Policy(
                  f"{_AGENT} 1053; internal/config/config.go 321"),
         Citation("every message since the last summary is summarised; none: nothing to do", "summarise(span)",
                  f"{_AGENT} 1342-1349, 1689-1709"),
-        Citation("afterwards the conversation starts at the summary, sent as a user message", "one user message",
+        Citation("afterwards the conversation starts at the summary, sent as a user message", "summary_message",
                  f"{_AGENT} 1455-1457, 1695-1706"),
         Citation("a failed summary leaves the conversation as it was", "aborted", f"{_AGENT} 1416-1430"),
         Citation("a turn stopped mid tool calls queues a request naming the user's request", "INTERRUPTED",

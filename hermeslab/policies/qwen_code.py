@@ -172,23 +172,15 @@ def pending(history: list[Message]) -> tuple[list[Message], list[Message], list[
     return history, [], []
 
 
-def _parts(message: Message) -> list[dict]:
-    content = message.get("content")
-    return list(content) if isinstance(content, list) else [{"type": "text", "text": content or ""}]
-
-
 def compacted(summary: str, files: list[str], call: list[Message], request: list[Message]) -> list[Message]:
     """Qwen Code's history after a compaction, with the request being sent appended as it will be."""
     out = [summary_message("user", f"{summary}\n\n{RESUME}")]
     if call and not files:
         return out + [{**call[0], "content": ACK}, *call[1:]]
     out.append({"role": "assistant", "content": ACK})
-    parts = [{"type": "text", "text": text} for text in files]
-    if request:
-        parts += _parts(request[0])
-    if parts:
-        out.append({"role": "user", "content": parts if files else request[0].get("content")})
-    return out + call
+    if files:
+        out.append({"role": "user", "content": [{"type": "text", "text": text} for text in files]})
+    return out + call + request
 
 
 def qwen_compress(messages: list[Message], zoo: ZooInput, memory: dict[str, Any]) -> BaselineResult:
