@@ -7,7 +7,7 @@ imported conversation can be replayed and compared like the shared datasets.
 turns another agent's events into the format's messages. The formats:
 
 * ``openai`` — OpenAI chat JSONL;
-* ``hermes_state`` — a Hermes ``state.db``, compactions undone;
+* ``hermes_state`` — a Hermes ``state.db`` of 0.19 or later, compactions and review turns undone;
 * ``lab`` — hermeslab's own lab;
 * ``minisweagent`` — mini-swe-agent ``.traj.json`` trajectories;
 * ``sweagent`` — SWE-agent ``.traj`` trajectories;

@@ -41,6 +41,9 @@ HERMES_SUMMARY_MARKERS = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
 HERMES_MERGED_MARKER = "[PRIOR CONTEXT"
 #: Openings of the user messages Hermes adds when it compacts: the preserved task list and the stand-in turn.
 HERMES_COMPACTION_NOTES = ("[Your active task list was preserved", "Continue from the compressed conversation")
+#: Openings of the background-review prompts some Hermes builds persisted into real sessions.
+HERMES_REVIEW_PROMPTS = ("Review the conversation above and update the skill library",
+                         "Review the conversation above and consider saving to memory")
 #: Hermes's JSON encoding of non-string content.
 _HERMES_JSON_CONTENT = "\x00json:"
 _HERMES_SESSION_COLUMNS = ("id", "source", "model", "model_config", "system_prompt", "parent_session_id",
@@ -70,13 +73,27 @@ def import_hermes_state(path: str | Path, *, session_id: str | None = None) -> l
 
 
 def _hermes_sessions(con: sqlite3.Connection, db_path: Path) -> dict[str, dict[str, Any]]:
+    """Every session row, with the columns this file's Hermes release has (the others as None).
+
+    Releases after 0.19 store a system prompt once, in ``system_prompts`` keyed
+    by ``sessions.system_prompt_hash``, leaving ``sessions.system_prompt`` empty
+    (hermes_state_compression.py of hermes-agent at commit 04c18865); the
+    stored prompt is resolved through the hash when the file has that table.
+    """
     tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not {"sessions", "messages"} <= tables:
         raise ValueError(f"{db_path} is not a Hermes state database: it has no 'sessions' and 'messages' tables")
     present = {row[1] for row in con.execute("PRAGMA table_info(sessions)")}
-    wanted = [column for column in _HERMES_SESSION_COLUMNS if column in present]
-    rows = con.execute(f"SELECT {', '.join(wanted)} FROM sessions").fetchall()
-    return {row["id"]: {column: (row[column] if column in present else None) for column in _HERMES_SESSION_COLUMNS}
+    wanted = [f"s.{column}" for column in _HERMES_SESSION_COLUMNS if column in present and column != "system_prompt"]
+    own_prompt = "s.system_prompt" if "system_prompt" in present else "NULL"
+    joined = ""
+    if "system_prompt_hash" in present and "system_prompts" in tables:
+        own_prompt = f"COALESCE(sp.prompt, {own_prompt})"
+        joined = " LEFT JOIN system_prompts sp ON sp.hash = s.system_prompt_hash"
+    rows = con.execute(f"SELECT {', '.join(wanted + [own_prompt + ' AS system_prompt'])} "
+                       f"FROM sessions s{joined}").fetchall()
+    found = set(rows[0].keys()) if rows else set()
+    return {row["id"]: {column: (row[column] if column in found else None) for column in _HERMES_SESSION_COLUMNS}
             for row in rows}
 
 
@@ -84,7 +101,8 @@ def hermes_chains(sessions: dict[str, dict[str, Any]]) -> list[list[str]]:
     """Every logical conversation as its chain of session ids, each session in exactly one chain.
 
     A session continues its parent when the parent ended with ``compression``
-    and the session is not a branch, a delegated subagent or a tool session.
+    and the session is not a branch, a delegated subagent, a reset (newer
+    releases mark it ``_reset_from``) or a tool session.
     Chains are listed by the start of their root session.
     """
     def parent(sid: str) -> str | None:
@@ -93,7 +111,7 @@ def hermes_chains(sessions: dict[str, dict[str, Any]]) -> list[list[str]]:
         if linked not in sessions or sessions[linked]["end_reason"] != "compression":
             return None
         config = _json_object(row["model_config"])
-        if row["source"] == "tool" or "_branched_from" in config or "_delegate_from" in config:
+        if row["source"] == "tool" or {"_branched_from", "_delegate_from", "_reset_from"} & set(config):
             return None
         return linked
 
@@ -141,7 +159,10 @@ def _hermes_recording(con: sqlite3.Connection, db_path: Path, sessions: dict[str
             continue
         segments[position[row["session_id"]]].append(_hermes_message(row))
     rebuilt = HermesTranscript()
+    review_turns = 0
     for index, segment in enumerate(segments):
+        segment, dropped = without_review_harness(segment)
+        review_turns += dropped
         rebuilt.add_segment(segment, rotated=index > 0)
     root, tip = sessions[chain[0]], sessions[chain[-1]]
     system = [{"role": "system", "content": root["system_prompt"]}] if root["system_prompt"] else []
@@ -155,7 +176,7 @@ def _hermes_recording(con: sqlite3.Connection, db_path: Path, sessions: dict[str
               "compressions": len(rebuilt.points),
               "compression_points": [{**point, "at_message": point["at_message"] + shift}
                                      for point in rebuilt.points],
-              "left_out": {**rebuilt.left_out, "rewound": rewound}, "end_reason": tip["end_reason"],
+              "left_out": {**rebuilt.left_out, "rewound": rewound, "review_harness": review_turns}, "end_reason": tip["end_reason"],
               "input_tokens": sum(sessions[sid]["input_tokens"] or 0 for sid in chain),
               "output_tokens": sum(sessions[sid]["output_tokens"] or 0 for sid in chain)})
 
@@ -229,6 +250,40 @@ class HermesTranscript:
             self._result_ids.add(message.get("tool_call_id"))
         elif not ids:
             self._texts.add((message["role"], message["content"]))
+
+
+def without_review_harness(segment: list[Message]) -> tuple[list[Message], int]:
+    """A session's rows without the background-review turns older Hermes builds wrote into it, and how many.
+
+    Hermes's skill and memory review runs as a fork whose prompt (and the
+    reply to it) some builds persisted into the real session; Hermes itself
+    drops them when it reloads a session (``_strip_background_review_harness``
+    in hermes_state.py of hermes-agent at commit 00025f69). Like Hermes, a
+    prompt takes the assistant reply right after it along, unless it follows
+    another such prompt (it then stands where that prompt's reply would be);
+    the reply's tool results go too, so no call is left without its answer.
+    """
+    kept: list[Message] = []
+    dropped = 0
+    reply_due = after_prompt = False
+    dropped_calls: set[str] = set()
+    for message in segment:
+        if message["role"] in ("user", "system") and message["content"].lstrip().startswith(HERMES_REVIEW_PROMPTS):
+            dropped += 1
+            reply_due, after_prompt = not after_prompt, True
+            continue
+        after_prompt = False
+        if reply_due and message["role"] == "assistant":
+            dropped += 1
+            dropped_calls.update(call["id"] for call in message.get("tool_calls", []))
+            reply_due = False
+            continue
+        reply_due = False
+        if message["role"] == "tool" and message.get("tool_call_id") in dropped_calls:
+            dropped += 1
+            continue
+        kept.append(message)
+    return kept, dropped
 
 
 def _hermes_message(row: sqlite3.Row) -> Message:
