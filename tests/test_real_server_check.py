@@ -77,4 +77,8 @@ def test_the_ab_check_reaches_a_one_slot_llama_server_one_request_at_a_time():
     assert code == 0 and report["passed"] == ["ab"], ab
     assert ab["summaries"] > 0 and ab["server_tasks_served"] > 0
     assert server.max_in_flight == 1
+    # Said up front and beside the result: the summary calls expected, and the settings changed from the preset.
+    assert ab["expected"]["summary_calls"] > 0 and ab["expected"]["seconds"] is None  # no earlier check timed it
+    assert ab["deviations_from_preset"]["compression.summary_max_tokens"]["used"] == 128
+    assert ab["deviations_from_preset"]["model.context_length"] == {"preset": 8192, "used": 4096}
     assert report["server"]["total_slots"] == 1 and report["server_flags"] == "-np 1"
