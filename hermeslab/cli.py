@@ -147,7 +147,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         session_id = runtime.agent.session.id
         lab_path = runtime.lab_path
         compactor = runtime.agent.compactor
-        threshold = compactor.budgets.threshold_tokens if compactor is not None else None
+        threshold = compactor.resolution.threshold_tokens if compactor is not None else None
 
     lab = open_lab(lab_path)
     usage = pd.concat([lab.turn_usage(sid).assign(session=sid[-6:]) for sid in lab.lineage(session_id)],
@@ -163,7 +163,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .policies.running import threshold_sentence
+    from .context.budget import explain_threshold
     from .terminal import TerminalChat, read_inputs
 
     config = _load_config(args.config)
@@ -178,7 +178,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     chat = TerminalChat(config)
     try:
         print(f"hermeslab chat · {config.model.name} · session {chat.runtime.agent.session.id} · "
-              f"{threshold_sentence(config)} · /help for commands, /quit to leave", flush=True)
+              f"{explain_threshold(chat.runtime.resolution)} · /help for commands, /quit to leave", flush=True)
         if (notice := chat.runtime.lab_notice()) is not None:
             print(notice, flush=True)
         for text in read_inputs():
@@ -247,6 +247,9 @@ def cmd_mcp_server(args: argparse.Namespace) -> int:
 
 #: The format names the older ``hermeslab import KIND PATH`` form takes first.
 LEGACY_IMPORT_KINDS = ("openai", "hermes-state", "lab")
+#: Every format ``hermeslab import`` reads, for ``--help`` (which imports no importer); a test keeps it in step.
+IMPORT_FORMATS = ("openai", "hermes-state", "lab", "claude-code", "codex", "openhands", "swe-agent", "mini-swe-agent",
+                  "inspect")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -626,8 +629,8 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("paths", nargs="+", metavar="PATH", help="files and folders to read")
     importer.add_argument("-o", "--out", help="JSONL file to write (default: <first PATH's name>.recordings.jsonl "
                                               "here)")
-    importer.add_argument("--format", help="read every file as this format instead of detecting it (see "
-                                           "docs: openai, hermes-state, lab and the agent log formats)")
+    importer.add_argument("--format", help="read every file as this format instead of detecting it: "
+                                           f"{', '.join(IMPORT_FORMATS)}")
     importer.add_argument("--session", help="lab: the session to import (required); hermes-state: only its "
                                             "conversation")
     importer.add_argument("--config", help="lab: the config whose built-in tool schemas are attached")

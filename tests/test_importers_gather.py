@@ -125,3 +125,26 @@ def test_any_file_gives_valid_recordings_or_skips_never_an_exception(tmp_path, d
         assert validate_recording(recording.to_dict()) == []
     assert all(skip.reason and "\n" not in skip.reason for skip in report.skipped)
     assert report.recordings or report.skipped
+
+
+def test_the_folder_of_real_samples_is_one_valid_recordings_file_with_every_skip_listed(tmp_path, capsys):
+    fixtures = Path(__file__).parent / "fixtures" / "importers"
+    out = tmp_path / "samples.jsonl"
+    assert main(["import", str(fixtures), "-o", str(out)]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    formats = sorted(line.rsplit("(", 1)[1].rstrip(")") for line in printed if line.startswith("took "))
+    assert formats == ["claude-code", "codex", "mini-swe-agent", "openhands", "openhands", "openhands",
+                       "swe-agent", "swe-agent"]
+    recordings = load_recordings(out)  # raises on any line the format refuses
+    assert len(recordings) == 8 and len({r.id for r in recordings}) == 8
+    skipped = sorted(Path(line.removeprefix("skipped ").split(": ")[0]).name
+                     for line in printed if line.startswith("skipped "))
+    assert skipped == ["SOURCE.md"] * 5 + ["agent-acompact-fffbd0.jsonl"]
+    assert printed[-1] == f"imported 8 recording(s) from {fixtures} into {out}; 6 skipped"
+
+
+def test_the_help_names_every_format_there_is():
+    from hermeslab.cli import IMPORT_FORMATS
+    from hermeslab.eval.importers import FORMATS
+
+    assert sorted(IMPORT_FORMATS) == sorted(f.name for f in FORMATS)
