@@ -17,6 +17,7 @@ from .home import HOME_ENV_VAR, default_lab_path
 # The agent stack (DuckDB, pandas, the openai SDK, ...) is imported by the functions that use it, so that
 # importing this module costs nothing until a runtime is built.
 if TYPE_CHECKING:
+    from .context.budget import Resolution
     from .context.types import Summariser
     from .core.events import EventBus
     from .memory.manager import Memory
@@ -96,6 +97,11 @@ class Runtime:
     @property
     def lab_path(self) -> Path:
         return lab_path(self.config)
+
+    @property
+    def resolution(self) -> "Resolution | None":
+        """The compactor's effective threshold, budgets and reserve with their rules (None: compression is off)."""
+        return self.agent.compactor.resolution if self.agent.compactor is not None else None
 
     def lab_notice(self) -> str | None:
         """``lab created at PATH`` (and where memory files go) if this runtime created the lab, else None.

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 
 from .core.config import Config, ConfigError, parse_overrides
-from .policies.running import threshold_sentence
+from .context.budget import explain_threshold
 
 PROMPT = "you> "
 HELP = """\
@@ -115,7 +115,7 @@ class TerminalChat:
         window = context.window
         line = f"context      {tokens:,} / {window:,} tokens ({tokens / window:.1%}; {context.counter.encoding})"
         if agent.compactor is not None:
-            threshold = agent.compactor.budgets.threshold_tokens
+            threshold = agent.compactor.resolution.threshold_tokens
             line += f" · compression threshold {threshold:,} ({tokens / threshold:.0%} of it)"
         compressions = agent.compactor.state.compression_count if agent.compactor is not None else 0
         if self.runtime.writer is not None:  # over the whole lineage: a resumed session's compactor starts at 0
@@ -149,7 +149,7 @@ class TerminalChat:
         runtime.bus.subscribe(self._transcript(context_length=config.model.context_length))
         self.runtime, self.overrides = runtime, merged
         note = f"; the conversation continues in session {runtime.resume(resume)}" if resume else ""
-        print("config: " + ", ".join(words) + note + "\n" + threshold_sentence(config))
+        print("config: " + ", ".join(words) + note + "\n" + explain_threshold(runtime.resolution))
 
     def _cmd_export(self, rest: str) -> None:
         words = _split(rest)

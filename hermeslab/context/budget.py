@@ -114,25 +114,81 @@ def derive_budgets(cfg: CompressionConfig, context_length: int, max_tokens: int 
     )
 
 
-def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None,
-                   rules: StrategyRules | None = None) -> str:
-    """Which rule of ``derive_budgets`` set the trigger at this window, in words a setting's author can act on.
+@dataclass(frozen=True)
+class Resolution:
+    """A config's effective compression values at one window, each with the rule that decided it.
+
+    Resolved once per (config, window, output cap, strategy rules) by ``resolve``
+    and read alike by the compactor and its driver, ``/status``, the notebook
+    gauge, the chat front ends' threshold line and the A/B report, so none of
+    them derives a value again or says something else about it.
+    """
+
+    budgets: Budgets
+    #: Tokens the trigger keeps free for the reply.
+    output_reserve: int
+    #: Which rule set ``budgets.threshold_tokens``, in words a setting's author can act on.
+    threshold_rule: str
+    #: Where ``output_reserve`` comes from.
+    reserve_rule: str
+    #: What sets a summary's length.
+    summary_rule: str
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.budgets.threshold_tokens
+
+
+def resolve(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None,
+            rules: StrategyRules | None = None) -> Resolution:
+    """The budgets of ``derive_budgets`` with the output reserve and the rule behind each value."""
+    budgets = derive_budgets(cfg, context_length, max_tokens, rules=rules)
+    reserve, reserve_rule = _output_reserve(budgets, max_tokens, rules)
+    return Resolution(budgets=budgets, output_reserve=reserve,
+                      threshold_rule=_threshold_rule(cfg, budgets, reserve, reserve_rule, rules),
+                      reserve_rule=reserve_rule, summary_rule=_summary_rule(cfg, budgets))
+
+
+def _output_reserve(budgets: Budgets, max_tokens: int | None, rules: StrategyRules | None) -> tuple[int, str]:
+    if rules is not None and rules.trigger is not None:
+        if rules.output_reserve is None:
+            return 0, "the agent's trigger keeps none"
+        return (rules.output_reserve(max_tokens),
+                "model.max_tokens" if max_tokens else "the agent's default, model.max_tokens being unset")
+    reserve = budgets.context_length - budgets.effective_window
+    if reserve:
+        return reserve, "model.max_tokens"
+    if max_tokens:
+        return 0, f"none: model.max_tokens ({max_tokens:,}) leaves no room in the window, so it is ignored"
+    return 0, "none: model.max_tokens is unset"
+
+
+def _summary_rule(cfg: CompressionConfig, budgets: Budgets) -> str:
+    cap = budgets.max_summary_tokens
+    if cfg.summary_min_tokens >= cap:
+        return (f"summary_min_tokens {cfg.summary_min_tokens:,} is not below the summary cap of {cap:,}, so every "
+                "summary gets the minimum")
+    return (f"summary_ratio {cfg.summary_ratio} of the summarised span, within summary_min_tokens "
+            f"{cfg.summary_min_tokens:,} and the cap of {cap:,} (summary_context_share {cfg.summary_context_share} "
+            f"of the window, at most summary_max_tokens {cfg.summary_max_tokens:,})")
+
+
+def _threshold_rule(cfg: CompressionConfig, budgets: Budgets, reserve: int, reserve_rule: str,
+                    rules: StrategyRules | None) -> str:
+    """Which rule of ``derive_budgets`` set the trigger at this window.
 
     A setting can be accepted and still do nothing (a floor or a ceiling wins,
     or the strategy's policy brings its agent's own rule): the sentence says which
     rule decided, and for a floor, from which window on the fraction acts.
     """
-    budgets = derive_budgets(cfg, context_length, max_tokens, rules=rules)
+    context_length = budgets.context_length
     window, percent, floor = budgets.effective_window, budgets.threshold_percent, cfg.min_threshold_tokens
     proportional = int(window * percent)
-    reserve = context_length - window
     fallback = f"so compression fires at min_trigger_ratio {cfg.min_trigger_ratio} of it"
     if rules is not None and rules.trigger is not None:
         rule = f"the trigger rule of the {cfg.preset} strategy ({cfg.strategy}) decides"
-        reserve_of = rules.output_reserve
-        if reserve_of is not None:
-            source = "model.max_tokens" if max_tokens else "the agent's default, model.max_tokens being unset"
-            rule += f", keeping {reserve_of(max_tokens):,} tokens for the reply ({source})"
+        if rules.output_reserve is not None:
+            rule += f", keeping {reserve:,} tokens for the reply ({reserve_rule})"
         if budgets.threshold_tokens <= 1:
             rule += "; at this window that leaves no room for a prompt, so it compacts before every request"
         return rule
@@ -151,27 +207,27 @@ def threshold_rule(cfg: CompressionConfig, context_length: int, max_tokens: int 
     if floor > proportional:
         rule = f"{cfg.preset}'s min_threshold_tokens floor of {floor:,} wins over {percent} of the window"
         if cfg.small_window_limit is None:  # one fraction for every window: it acts once it clears the floor
-            rule += f" below windows of {math.floor(floor / percent) + 1 + reserve:,} tokens"
+            rule += f" below windows of {math.floor(floor / percent) + 1 + context_length - window:,} tokens"
         return rule
     if percent != cfg.threshold:
         return f"the small-window rule raises the threshold to {percent} below {cfg.small_window_limit:,} tokens"
     return f"compression.threshold {percent} of the window decides"
 
 
-def explain_threshold(config: Config, rules: StrategyRules | None = None) -> str:
+def explain_threshold(resolution: Resolution | None) -> str:
     """One line: where automatic compression fires (tokens and share of the window) and the rule that decided it.
 
     What the chat front ends say when a config is loaded or changed, so a
-    setting that a floor or a ceiling overrides is named at once.
+    setting that a floor or a ceiling overrides is named at once; None is a
+    config whose automatic compression is off.
     """
-    cfg, context_length, max_tokens = config.compression, config.model.context_length, config.model.max_tokens
-    if not cfg.enabled:
+    if resolution is None:
         return "automatic compression is off (compression.enabled is false)"
-    budgets = derive_budgets(cfg, context_length, max_tokens, rules=rules)
-    share = budgets.threshold_tokens / context_length
+    budgets = resolution.budgets
+    share = budgets.threshold_tokens / budgets.context_length
     tokens = "1 token" if budgets.threshold_tokens == 1 else f"{budgets.threshold_tokens:,} tokens"
-    return (f"compression fires at {tokens} ({share:.2f} of the {context_length:,}-token "
-            f"window): {threshold_rule(cfg, context_length, max_tokens, rules)}")
+    return (f"compression fires at {tokens} ({share:.2f} of the {budgets.context_length:,}-token "
+            f"window): {resolution.threshold_rule}")
 
 
 #: Below this many tokens a summary cannot hold the template's headings and the open request.

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from ..core.config import Config
 from ..core.rough import rough_tool_schema_tokens
 from ..core.tokens import default_counter, list_estimator, message_estimator
-from .budget import Budgets, derive_budgets
+from .budget import Budgets, Resolution, derive_budgets, resolve
 from .fit import fit_to_budget
 from .pipeline import CompressionState, compress, plan_compression
 from .policy import CompressionPolicy
@@ -73,12 +73,18 @@ class Compactor:
         self.todos = todos
         self.state = state or CompressionState()
         self.window = config.model.context_length
-        self.budgets = derive_budgets(self.cfg, self.window, config.model.max_tokens, rules=self.rules)
+        #: The effective threshold, budgets and output reserve at this window, with the rule behind each.
+        self.resolution: Resolution = resolve(self.cfg, self.window, config.model.max_tokens, rules=self.rules)
         self.policy = CompressionPolicy(self.cfg, self.budgets, self.state, clock=clock)
         self._estimate_list = list_estimator(self.cfg)
         self._estimate_message = message_estimator(self.cfg)
         #: What a policy's strategy remembers between compactions of this conversation.
         self.zoo_memory: dict[str, Any] = {}
+
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets of the current window's resolution (a compaction's own tail is ``budgets_for``'s)."""
+        return self.resolution.budgets
 
     # ------------------------------------------------------------ measuring
 
@@ -105,7 +111,7 @@ class Compactor:
     def lower_window(self, limit: int) -> None:
         """A provider said the window is smaller than configured: re-derive every budget."""
         self.window = limit
-        self.budgets = derive_budgets(self.cfg, limit, self.config.model.max_tokens, rules=self.rules)
+        self.resolution = resolve(self.cfg, limit, self.config.model.max_tokens, rules=self.rules)
         self.policy.budgets = self.budgets
 
     def reset(self) -> None:

@@ -49,7 +49,7 @@ from hermeslab import __version__
 from hermeslab.context.hermes_texts import texts_in_use
 from hermeslab.core.config import CompressionConfig, Config
 from hermeslab.policies.loading import load_config
-from hermeslab.policies.running import budgets_of, threshold_reason, threshold_sentence
+from hermeslab.policies.running import budgets_of, resolution_of, threshold_sentence
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
 from .executors import CHUNKS_PER_WORKER, ChunkDone, endpoint_slots, make_executor, plan_chunks
@@ -317,7 +317,7 @@ def budget_effect(config: Config) -> dict[str, int | float]:
     below the cap every summary gets the minimum, and only that is reported.
     """
     cfg = config.compression
-    budgets = budgets_of(cfg, config.model.context_length, config.model.max_tokens)
+    budgets = resolution_of(config).budgets
     effect: dict[str, int | float] = {"threshold_tokens": budgets.threshold_tokens}
     if cfg.summary_min_tokens >= budgets.max_summary_tokens:
         effect["summary_tokens"] = cfg.summary_min_tokens
@@ -364,13 +364,12 @@ def equivalent_configs(configs: Mapping[str, Config]) -> list[str]:
 
 
 def _why_flat(config: Config) -> list[str]:
-    """Which rules of ``derive_budgets`` set the effective values of ``config``."""
-    cfg = config.compression
-    budgets = budgets_of(cfg, config.model.context_length, config.model.max_tokens)
-    reasons = [threshold_reason(cfg, config.model.context_length, config.model.max_tokens)]
-    if cfg.summary_min_tokens >= budgets.max_summary_tokens:
-        reasons.append(f"summary_min_tokens {cfg.summary_min_tokens:,} is not below the summary cap of "
-                       f"{budgets.max_summary_tokens:,}, so every summary gets the minimum")
+    """Which rules set the effective values of ``config`` (its resolution's threshold rule, and the summary's
+    when the minimum leaves the summary settings nothing to decide)."""
+    resolution = resolution_of(config)
+    reasons = [resolution.threshold_rule]
+    if config.compression.summary_min_tokens >= resolution.budgets.max_summary_tokens:
+        reasons.append(resolution.summary_rule)
     return reasons
 
 

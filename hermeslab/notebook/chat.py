@@ -158,8 +158,9 @@ class NotebookChat:
         if isinstance(event, CompressionEvent) and compactor is not None:
             # A context overflow may have taught the compactor a smaller window (and threshold).
             meter = self.gauge.meter
-            if (compactor.window, compactor.budgets.threshold_tokens) != (meter.context_length, meter.threshold):
-                self.gauge.configure(context_length=compactor.window, threshold=compactor.budgets.threshold_tokens,
+            threshold = compactor.resolution.threshold_tokens
+            if (compactor.window, threshold) != (meter.context_length, meter.threshold):
+                self.gauge.configure(context_length=compactor.window, threshold=threshold,
                                      overhead=meter.overhead)
 
     def _reset_gauge(self) -> None:
@@ -167,7 +168,7 @@ class NotebookChat:
         compactor = agent.compactor
         tools = agent.tools.schemas() or None
         self.gauge.configure(context_length=compactor.window if compactor else self._runtime.config.model.context_length,
-                             threshold=compactor.budgets.threshold_tokens if compactor else None,
+                             threshold=compactor.resolution.threshold_tokens if compactor else None,
                              overhead=agent.counter.count_tools(tools),
                              estimate=agent.counter.count_request(agent.messages, tools))
 

@@ -10,8 +10,8 @@ import shlex
 
 from IPython.core.error import UsageError
 
+from ..context.budget import explain_threshold
 from ..core.config import ConfigError, parse_overrides
-from ..policies.running import threshold_sentence
 from ..store import StoreError
 from .chat import ChatBusyError, NotebookChat
 from .export import FORMATS, session_record, write_export
@@ -119,7 +119,7 @@ class HermesMagics:
             return
         note = self.chat.configure(parse_overrides(words))
         print("config: " + ", ".join(words) + (f"\n{note}" if note else "") + "\n"
-              + threshold_sentence(self.chat.runtime.config))
+              + explain_threshold(self.chat.runtime.resolution))
 
     def _cmd_export(self, rest: str) -> None:
         words = _split(rest)

@@ -1,11 +1,11 @@
-"""A config's policy put to work: the compactor, the budgets and the threshold sentence, each with the rules
-its strategy brings, so a plug-in's strategy runs wherever a built-in one does."""
+"""A config's policy put to work: the compactor, the budgets and the effective values, each with the rules its
+strategy brings, so a plug-in's strategy runs wherever a built-in one does."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hermeslab.context.budget import Budgets, derive_budgets, explain_threshold, threshold_rule
+from hermeslab.context.budget import Budgets, Resolution, derive_budgets, explain_threshold, resolve
 from hermeslab.context.compactor import Compactor
 from hermeslab.context.types import Summariser
 from hermeslab.core.config import CompressionConfig, Config
@@ -18,17 +18,19 @@ def make_compactor(config: Config, summariser: Summariser, **options: Any) -> Co
     return Compactor(config, summariser, rules=strategy_rules(config.compression), **options)
 
 
+def resolution_of(config: Config, context_length: int | None = None) -> Resolution:
+    """``config``'s effective threshold, budgets and output reserve, each with its rule, at its window (or
+    ``context_length``), as the compactor resolves them."""
+    window = config.model.context_length if context_length is None else context_length
+    return resolve(config.compression, window, config.model.max_tokens, strategy_rules(config.compression))
+
+
 def budgets_of(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None,
                fixed_tokens: int = 0) -> Budgets:
     """``derive_budgets`` with the trigger rule of ``cfg``'s strategy."""
     return derive_budgets(cfg, context_length, max_tokens, fixed_tokens, rules=strategy_rules(cfg))
 
 
-def threshold_reason(cfg: CompressionConfig, context_length: int, max_tokens: int | None = None) -> str:
-    """Which rule set the trigger at this window (``threshold_rule`` with the strategy's own rule)."""
-    return threshold_rule(cfg, context_length, max_tokens, strategy_rules(cfg))
-
-
 def threshold_sentence(config: Config) -> str:
-    """Where automatic compression fires and why (``explain_threshold`` with the strategy's own rule)."""
-    return explain_threshold(config, strategy_rules(config.compression))
+    """Where automatic compression fires under ``config`` and why (``explain_threshold`` of its resolution)."""
+    return explain_threshold(resolution_of(config) if config.compression.enabled else None)
