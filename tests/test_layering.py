@@ -9,6 +9,7 @@ the file and line of each forbidden import, or prints the cycle.
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from dataclasses import dataclass
 from functools import cache
@@ -334,6 +335,19 @@ def test_the_notebook_does_not_import_eval():
 def test_core_and_the_context_machinery_import_no_policy():
     found = violations(MACHINERY_KNOWS_NO_POLICY, package_edges())
     assert not found, _report(found)
+
+
+def test_core_names_no_other_agent():
+    """The schema knows no agent: each agent's numbers and rules are its policy module's."""
+    from hermeslab.policies.registry import registry
+
+    words = {entry.policy.agent.split()[0].strip("(,") for entry in registry().entries
+             if not entry.policy.agent.startswith(("hermeslab", "Hermes"))}
+    found = [f"{path.relative_to(REPO_DIR)}:{number}: {word}"
+             for path in sorted((PACKAGE_DIR / "core").rglob("*")) if path.suffix in (".py", ".c")
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             for word in sorted(words) if re.search(rf"\b{re.escape(word)}\b", line)]
+    assert words and not found, _report(found)
 
 
 def test_no_subpackages_import_each_other_in_a_cycle():

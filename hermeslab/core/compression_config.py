@@ -75,12 +75,12 @@ class CompressionConfig:
     max_overflow_attempts: int = 3
     #: True: archive rows in place; False: rotate to a child session.
     in_place: bool = False
-    #: ``summary`` (the 4-phase pipeline), ``observation_masking`` or ``sliding_window``.
+    #: ``summary`` (the 4-phase pipeline) or a strategy a policy brings (``hermeslab presets`` lists them).
     strategy: str = "summary"
     #: Also compress before any call whose context holds more than this many events (a tool call, a
-    #: tool result or any other message counts one; OpenHands' ``max_size``); None: tokens alone decide.
+    #: tool result or any other message counts one); None: tokens alone decide.
     trigger_events: int | None = None
-    #: Events at the head the ``openhands_*`` strategies never forget (OpenHands' ``keep_first``).
+    #: Events at the head that strategies counting events never forget.
     keep_first_events: int = 0
     #: Keep a pinned list of entities from every compressed span.
     anchors: bool = False
