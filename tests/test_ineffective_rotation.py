@@ -54,3 +54,12 @@ def test_in_place_the_same_summary_is_applied(tmp_path):
     _, _, compressions, _ = chat(tmp_path, **{"compression.in_place": True})
     assert not any(c.details.get("outcome") == "too_small_to_rotate" for c in compressions)
     assert any(c.mode == "in_place" for c in compressions)
+
+
+def test_a_compression_the_user_asks_for_is_applied_however_little_it_saves(tmp_path):
+    agent, first, compressions, _ = chat(tmp_path)
+    before = agent.session.id
+    compaction = agent.compress()
+    assert compaction is not None and compaction.changed and agent.session.id != before
+    assert compaction.result.record["outcome"] == "compressed"
+    assert not agent.compactor.state.user_asked  # the next automatic compression is judged as before

@@ -103,6 +103,8 @@ class CompressionState:
     failure_streak: int = 0
     #: ... and how many of them in a row failed by stalling (``fallback_summary_rule``).
     stall_streak: int = 0
+    #: The user asked for the next compression (/compress): a summary that saves little is still applied.
+    user_asked: bool = False
 
 
 @dataclass
@@ -408,6 +410,7 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     if estimate_tokens is None or estimate_tokens is list_estimator(cfg):
         estimate_tokens = summed_list_estimator(cfg, sizes)
     validate_messages(messages)
+    asked, state.user_asked = state.user_asked, False
     # Measured before pruning: under the rough estimate, pruning then reads the outputs' line counts
     # from this pass (``known_newlines``) instead of scanning them again.
     before = estimate_tokens(messages)
@@ -530,9 +533,10 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
         kept = plan.pruned if pruned_tokens < before else list(messages)
         return _result(kept, plan, cfg=cfg, outcome="no_gain", before=before,
                        after=min(pruned_tokens, before), record=record, summary=outcome)
-    if not cfg.in_place and cfg.judge_by_estimate and before - after < cfg.min_saving * before:
+    if not cfg.in_place and cfg.judge_by_estimate and not asked and before - after < cfg.min_saving * before:
         # Applied by rotation, it would open a child session barely smaller than its parent, which the next check
-        # compresses again: the conversation stays where it is, and the attempt counts as ineffective.
+        # compresses again: unless the user asked for it, the conversation stays where it is, and the attempt
+        # counts as ineffective.
         record["summary"]["would_save"] = before - after
         return _result(list(messages), plan, cfg=cfg, outcome="too_small_to_rotate", before=before, after=before,
                        record=record, summary=outcome)

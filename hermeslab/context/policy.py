@@ -125,6 +125,7 @@ class CompressionPolicy:
         self.state.cooldown_until = None
         self.state.awaiting_usage = False
         self.state.failure_streak = self.state.stall_streak = 0
+        self.state.user_asked = True
 
     # ------------------------------------------------------------ verdicts
 
