@@ -91,11 +91,12 @@ def _laid_over_base(preset: Preset, base: tuple[Preset, Entry] | None) -> dict[s
 
 
 def _builtin() -> Iterator[tuple[str, str, Any]]:
-    """(origin, package, what the module exports as POLICY, or the import error) per policy module of the package."""
+    """(origin, package, what the module exports as POLICY, or the import error) per public module of the package
+    that has one (``base``, ``loading`` and the like export none)."""
     package = importlib.import_module(PACKAGE)
     # The base preset's module first: every listing starts from the preset the others are laid over.
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: (info.name != BASE_PRESET, info.name)):
-        if info.name.startswith("_") or info.name in ("base", "registry", "loading"):
+        if info.name.startswith("_"):
             continue
         origin = f"{PACKAGE}.{info.name}"
         try:
