@@ -256,7 +256,8 @@ def server_props(url: str) -> dict[str, Any] | None:
     if not isinstance(props, dict):
         return None
     settings = props.get("default_generation_settings") or {}
-    return {"build_info": props.get("build_info"), "model_path": props.get("model_path"),
+    path = props.get("model_path")  # the file's name only: where it lives is the machine's business
+    return {"build_info": props.get("build_info"), "model_file": Path(path).name if isinstance(path, str) else None,
             "total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx"),
             "chat_template_caps": props.get("chat_template_caps")}
 

@@ -82,3 +82,4 @@ def test_the_ab_check_reaches_a_one_slot_llama_server_one_request_at_a_time():
     assert ab["deviations_from_preset"]["compression.summary_max_tokens"]["used"] == 128
     assert ab["deviations_from_preset"]["model.context_length"] == {"preset": 8192, "used": 4096}
     assert report["server"]["total_slots"] == 1 and report["server_flags"] == "-np 1"
+    assert report["server"]["model_file"] == "hermeslab-offline"  # the model's file name, never where it lives
