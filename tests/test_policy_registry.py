@@ -160,6 +160,11 @@ def test_each_unusable_policy_is_one_line_and_the_others_stay():
                                              strategies={"w": print})),
         ("stray trigger", "pkg-f", _rules_policy(presets=(), strategies={"v": print}, triggers={"u": print})),
         ("pipeline", "pkg-g", _rules_policy(presets=(), strategies={PIPELINE: print})),
+        ("listed overrides", "pkg-h", _rules_policy(presets=(Preset("s", ["compression.threshold"], "a list"),),
+                                                    strategies={"t": print})),
+        ("malformed", "pkg-j", _rules_policy(presets=(), strategies={"n": print}, triggers=None)),
+        ("crashing check", "pkg-i", _rules_policy(presets=(Preset("k", {"compression.strategy": "m"}, "x"),),
+                                                  strategies={"m": print}, validate=lambda cfg: 1 / 0)),
     ])
     assert list(found.presets) == ["seed", "p"] and set(found.strategies) == {"x"}
     assert found.problems == (
@@ -169,7 +174,10 @@ def test_each_unusable_policy_is_one_line_and_the_others_stay():
         "bad key from pkg-d: preset q: unknown config key 'compression.nope'",
         "stray trigger from pkg-f: has a trigger or output reserve for 'u', which is none of its strategies",
         "pipeline from pkg-g: redefines the strategy 'summary', which is the summary pipeline's",
+        "listed overrides from pkg-h: preset s: its overrides are a list, not a mapping",
+        "malformed from pkg-j: is malformed: TypeError: 'NoneType' object is not iterable",
         "bad value from pkg-e: preset r: compression.threshold: expected a fraction in (0, 1], got 5",
+        "crashing check from pkg-i: preset k: ZeroDivisionError: division by zero",
     )
     assert isinstance(found.strategies["x"][0], StrategyRules)
 

@@ -132,6 +132,8 @@ def _shape_problem(found: Any) -> str | None:
     if not all(isinstance(preset, Preset) for preset in found.presets):
         return "has a preset that is not a Preset"
     for preset in found.presets:
+        if not isinstance(preset.overrides, Mapping):
+            return f"preset {preset.name}: its overrides are a {type(preset.overrides).__name__}, not a mapping"
         unknown = [key for key in preset.overrides
                    if not key.startswith("compression.") or key.partition(".")[2] not in _COMPRESSION_KEYS]
         if unknown:
@@ -156,7 +158,10 @@ def build(found: list[tuple[str, str, Any]]) -> Registry:
     presets: dict[str, tuple[Preset, Entry]] = {}
     strategies: dict[str, tuple[StrategyRules, Entry]] = {}
     for origin, package, policy in found:
-        problem = _shape_problem(policy)
+        try:
+            problem = _shape_problem(policy)
+        except Exception as exc:  # a malformed plug-in is one line too, whatever it trips over
+            problem = f"is malformed: {type(exc).__name__}: {exc}"
         if problem is None:
             taken = [name for name in (*(p.name for p in policy.presets), *policy.strategies)
                      if name in presets or name in strategies]
@@ -186,8 +191,10 @@ def _preset_problem(registry: Registry, entry: Entry) -> str | None:
             values = registry.preset_values(preset.name)
             cfg = CompressionConfig(**{key.partition(".")[2]: value for key, value in values.items()})
             registry.validate(cfg)
-        except (ConfigError, TypeError, ValueError) as exc:
+        except ConfigError as exc:
             return f"preset {preset.name}: {exc}"
+        except Exception as exc:  # its own check failed rather than refused
+            return f"preset {preset.name}: {type(exc).__name__}: {exc}"
     return None
 
 
