@@ -256,6 +256,14 @@ def test_a_cell_returning_text_fails_with_the_reason():
     assert "metric 'messages' is a str" in frame.loc[0, "error"]
 
 
+def test_settings_changed_from_the_preset_are_reported_beside_the_rows():
+    frame = run(SESSIONS[:1], {"seed": "seed", "capped": "seed,compression.summary_max_tokens=128",
+                               "hermes": "hermes-0.19,model.context_length=8000,compression.threshold=0.6"})
+    assert frame.attrs["deviations_from_preset"] == {
+        "seed": {}, "capped": {"compression.summary_max_tokens": {"preset": 12_000, "used": 128}},
+        "hermes": {"compression.threshold": {"preset": 0.5, "used": 0.6}}}
+
+
 def test_one_config_under_two_names_runs_once():
     frame = run(SESSIONS[:2], {"a": "seed", "b": Config(), "c": "seed,model.context_length=1000"})
     assert len(CALLS) == 4

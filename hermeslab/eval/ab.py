@@ -48,7 +48,7 @@ import pandas as pd
 from hermeslab import __version__
 from hermeslab.context.hermes_texts import texts_in_use
 from hermeslab.core.config import CompressionConfig, Config
-from hermeslab.policies.loading import load_config
+from hermeslab.policies.loading import load_config, preset_values
 from hermeslab.policies.running import budgets_of, resolution_of, threshold_sentence
 from hermeslab.recordings import Recording, RecordingProblem, validate_recording
 
@@ -556,7 +556,11 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     threshold and a window that would make it compress (``nothing_compressed``),
     each also given as a ``NothingCompressedWarning``, and ``hermes_texts``:
     per config, whose wording it wrote into the context (Hermes's own, read
-    from an installed hermes-agent, or hermeslab's).
+    from an installed hermes-agent, or hermeslab's), and
+    ``deviations_from_preset``: per config, the compression settings it changed
+    from the preset it names (``preset_deviations``), such as a summary cap
+    lowered for a small local model, so that its rows are not read as the
+    preset's.
 
     Configs that differ only in ``BUDGET_SETTINGS`` and come to the same
     ``budget_effect`` at their window get one ``FlatSweepWarning`` (a
@@ -621,7 +625,8 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
         store.close()
     quiet = nothing_compressed(frame, named)
     frame.attrs.update(run_id=run.run_id, problems=problems, nothing_compressed=quiet,
-                       hermes_texts={name: texts_in_use(config.compression) for name, config in named.items()})
+                       hermes_texts={name: texts_in_use(config.compression) for name, config in named.items()},
+                       deviations_from_preset=preset_deviations(named))
     for line in quiet:
         warnings.warn(line, NothingCompressedWarning, stacklevel=2)
     busy = compacting_every_call(frame, named)
@@ -629,6 +634,25 @@ def run_ab(recordings: Any, configs: Mapping[str, ConfigSpec], *, out: str | Pat
     for line in busy:
         warnings.warn(line, CompactingEveryCallWarning, stacklevel=2)
     return frame
+
+
+def preset_deviations(configs: Mapping[str, Config]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per config, each compression setting whose value is not its preset's: ``{key: {"preset": ..., "used": ...}}``
+    (empty for a config that is its preset)."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, config in configs.items():
+        changed = {}
+        for key, preset in preset_values(config.compression.preset).items():
+            used = getattr(config.compression, key.split(".", 1)[1])
+            if _comparable(used) != _comparable(preset):
+                changed[key] = {"preset": preset, "used": used}
+        found[name] = changed
+    return found
+
+
+def _comparable(value: Any) -> Any:
+    """A value as settings compare: a tuple and a list of the same items are the same setting."""
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def plan_work(recordings: list[Recording], hashes: list[str], done: set[tuple[str, str]],
