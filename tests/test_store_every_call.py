@@ -1,20 +1,26 @@
 """Every model call hermeslab makes is a row of the lab, and the lab's totals are the sums of those rows.
 
 Run against the local server answering as llama.cpp's ``llama-server`` with one
-slot: turns, the LLM summariser's calls and the background memory review all
-reach the same server, and a turn that opens with a compression rotating the
+slot: turns, the LLM summariser's calls, the background memory review and a
+probe exam all reach the same server, and a turn that opens with a compression rotating the
 session keeps its user text and start time.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hermeslab.core.config import Config
+from hermeslab.eval.ab import gather_recordings
+from hermeslab.eval.probes.readers import EndpointAnswerer
+from hermeslab.eval.probes.run import run_exam
 from hermeslab.providers import LocalServer, OfflineModel
 from hermeslab.runtime import Runtime
 from hermeslab.store import open as open_lab
 
+SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
 FILLER = "The quick brown fox jumps over the lazy dog while the lab records every token. "
 
 
@@ -39,6 +45,12 @@ def lab_of_a_long_chat(tmp_path_factory):
                 runtime.agent.chat(text)
                 if runtime.memory is not None:
                     runtime.memory.wait(60)
+        answerer = EndpointAnswerer(url, "hermeslab-offline", max_tokens=16)
+        try:  # the probe exam asks the same server, its rows in the same lab
+            run_exam(gather_recordings([SHIPPED], limit=1)[0], ["seed"], windows=[4_000], answerer=answerer,
+                     lab=config.store.path, progress=False, probe_types=["recall"], arms=["compacted"])
+        finally:
+            answerer.close()
     finally:
         server.stop()
     return open_lab(config.store.path), server, texts
@@ -47,7 +59,7 @@ def lab_of_a_long_chat(tmp_path_factory):
 def test_every_call_kind_is_a_row(lab_of_a_long_chat):
     lab, server, _ = lab_of_a_long_chat
     calls = lab.api_calls()
-    assert {"turn", "summary", "review"} <= set(calls["purpose"])
+    assert {"turn", "summary", "review", "exam"} <= set(calls["purpose"])
     assert len(calls) == server.calls  # the server served exactly the calls the lab holds
     answered = calls[calls["error_class"].isna()]
     assert answered["usage_source"].notna().all() and (answered["prompt_tokens"] > 0).all()
