@@ -61,14 +61,18 @@ def trajectory_recording(document: Any, path: Path) -> Recording | Skip:
             return Skip(str(path), f"message {index} is a {json_kind(message)}, not an object")
         role = message.get("role")
         if role == "exit":
-            exit_status = (message.get("extra") or {}).get("exit_status") or message.get("content") or exit_status
+            extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+            exit_status = extra.get("exit_status") or message.get("content") or exit_status
         elif "type" in message and role in (None, "user", "assistant", "system", "developer"):
             if not transcript.response_item(message):
                 return Skip(str(path), f"message {index} is a Responses API item of unknown type "
                                        f"{message.get('type')!r}")
         elif role in ("system", "user", "assistant"):
             transcript.say(role, message.get("content"))
-            for call in message.get("tool_calls") or []:
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                return Skip(str(path), f"message {index} has tool_calls that are a {json_kind(calls)}, not a list")
+            for call in calls:
                 function = call.get("function") if isinstance(call, dict) else None
                 if not isinstance(function, dict):
                     return Skip(str(path), f"message {index} has a tool call without a 'function' object")

@@ -212,7 +212,10 @@ def _reply(transcript: Transcript, metadata: dict[str, Any], args: dict[str, Any
         return None, model
     replies.add(reply_id)
     transcript.say("assistant", message.get("content"))
-    for call in message.get("tool_calls") or []:
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        return f"the model's reply has tool_calls that are a {json_kind(calls)}, not a list", model
+    for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             return "a tool call in the model's reply has no 'function' object", model
