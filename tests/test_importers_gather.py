@@ -64,15 +64,26 @@ def test_nothing_skipped_exits_zero(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == f"imported 1 recording(s) from {db} into {out}; 0 skipped"
 
 
-def test_a_repeated_id_and_a_missing_path_are_skips(tmp_path):
+def test_a_copied_conversation_and_a_missing_path_are_skips(tmp_path):
     chat = {"id": "same", "messages": [{"role": "user", "content": "hi"}]}
     for name in ("a.jsonl", "b.jsonl"):
         (tmp_path / name).write_text(json.dumps(chat) + "\n")
     report = import_paths([tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "gone.jsonl"])
     assert [r.id for r in report.recordings] == ["same"]
     assert [str(s) for s in report.skipped] == [
-        f"{tmp_path / 'b.jsonl'}: same: the id 'same' was already taken from {tmp_path / 'a.jsonl'}",
+        f"{tmp_path / 'b.jsonl'}: same: the same conversation was already taken from {tmp_path / 'a.jsonl'}",
         f"{tmp_path / 'gone.jsonl'}: no such file or folder"]
+
+
+def test_another_conversation_under_a_taken_id_is_kept_under_a_numbered_id(tmp_path):
+    sample = Path(__file__).parent / "fixtures" / "importers" / "mini-swe-agent" / "github_issue.traj.json"
+    first, second = tmp_path / "run1" / "task.traj.json", tmp_path / "run2" / "task.traj.json"
+    for path, tail in ((first, "one"), (second, "two")):
+        path.parent.mkdir()
+        path.write_text(json.dumps(json.loads(sample.read_text()) + [{"role": "assistant", "content": tail}]))
+    report = import_paths([tmp_path])
+    assert [r.id for r in report.recordings] == ["mini-swe-agent/task", "mini-swe-agent/task#2"]
+    assert report.recordings[1].meta["id_also_in"] == str(first) and not report.skipped
 
 
 def test_a_forced_format_reads_what_detection_would_not(tmp_path):

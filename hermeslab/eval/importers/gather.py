@@ -4,9 +4,10 @@ Folders are walked in name order; hidden files and folders (a name starting
 with ".") are not looked at, so a ``.git`` inside a log folder costs nothing.
 A folder a format keeps as one conversation (an event stream) is read as a
 whole. Every file ends up either taken (with its format and how many
-recordings it gave) or skipped with a reason; a recording whose id an earlier
-one already has is skipped too, since a recordings file needs unique ids
-(a copied session log is the usual cause).
+recordings it gave) or skipped with a reason. A recordings file needs unique
+ids: a recording whose id an earlier one has is skipped when it is the same
+conversation (a copied log), and kept under the id with ``#2``, ``#3``… added
+when it is another one (two runs of one benchmark task, say).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def import_paths(paths: Iterable[str | Path], *, source_format: SourceFormat | N
     """Every conversation in ``paths`` (files and folders); ``source_format`` skips detection."""
     report = ImportReport()
     first_source: dict[str, str] = {}
+    taken: dict[str, Recording] = {}
     for unit in _units(paths, report.skipped, source_format):
         path, chosen = unit
         if chosen is None:
@@ -63,13 +65,19 @@ def import_paths(paths: Iterable[str | Path], *, source_format: SourceFormat | N
         for outcome in _read(chosen, path, options):
             if isinstance(outcome, Skip):
                 report.skipped.append(outcome)
-            elif outcome.id in first_source:
-                report.skipped.append(Skip(f"{path}: {outcome.id}", f"the id {outcome.id!r} was already taken "
-                                                                    f"from {first_source[outcome.id]}"))
-            else:
-                first_source[outcome.id] = str(path)
-                report.recordings.append(outcome)
-                count += 1
+                continue
+            if outcome.id in taken:
+                if taken[outcome.id].messages == outcome.messages:
+                    report.skipped.append(Skip(f"{path}: {outcome.id}", "the same conversation was already taken "
+                                                                        f"from {first_source[outcome.id]}"))
+                    continue
+                outcome.meta["id_also_in"] = first_source[outcome.id]
+                outcome.id = next(f"{outcome.id}#{n}" for n in range(2, len(taken) + 3)
+                                  if f"{outcome.id}#{n}" not in taken)
+            first_source[outcome.id] = str(path)
+            taken[outcome.id] = outcome
+            report.recordings.append(outcome)
+            count += 1
         if count:
             report.taken.append(Taken(str(path), chosen.name, count))
     return report
