@@ -336,3 +336,16 @@ def test_an_under_threshold_anchor_holds_back_a_noisy_estimate():
     assert context.measure(history, None) >= context.compactor.budgets.threshold_tokens
     context.observe(100, 500, completion=10, history_length=len(history))
     assert context.before_call(history, None) is None
+
+
+def test_the_trigger_rule_is_named_when_the_cap_or_the_floor_rule_decides():
+    """explain_threshold names max_threshold_tokens and floor_trigger_ratio when they set the trigger."""
+    from hermeslab.context.budget import explain_threshold
+    from hermeslab.policies.running import resolution_of
+
+    def rule(window: int) -> str:
+        return explain_threshold(resolution_of(load_config(f"{LEAN},model.context_length={window}")))
+
+    assert "max_threshold_tokens cap of 256,000" in rule(1_000_000)
+    assert "floor_trigger_ratio holds it at 0.85" in rule(16_000)
+    assert "small-window rule" in rule(128_000)
