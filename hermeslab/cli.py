@@ -248,8 +248,8 @@ def cmd_mcp_server(args: argparse.Namespace) -> int:
 #: The format names the older ``hermeslab import KIND PATH`` form takes first.
 LEGACY_IMPORT_KINDS = ("openai", "hermes-state", "lab")
 #: Every format ``hermeslab import`` reads, for ``--help`` (which imports no importer); a test keeps it in step.
-IMPORT_FORMATS = ("openai", "hermes-state", "lab", "claude-code", "codex", "openhands", "swe-agent", "mini-swe-agent",
-                  "inspect")
+IMPORT_FORMATS = ("openai", "hermes-state", "lab", "claude-code", "codex", "openhands", "openhands-sdk", "swe-agent",
+                  "mini-swe-agent", "inspect")
 
 
 def cmd_import(args: argparse.Namespace) -> int:

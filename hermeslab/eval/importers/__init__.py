@@ -14,6 +14,7 @@ turns another agent's events into the format's messages. The formats:
 * ``claude_code`` — Claude Code session logs, compactions and abandoned branches left out;
 * ``codex`` — Codex CLI rollouts, compactions left out;
 * ``openhands`` — OpenHands trajectories, event folders and evaluation output, condensations left out;
+* ``openhands_sdk`` — OpenHands 1.x (SDK) conversation event folders, condensations left out;
 * ``inspect_eval`` — Inspect AI evaluation logs, read with inspect-ai's own reader (an optional extra).
 """
 

@@ -15,12 +15,13 @@ from typing import Any
 
 from hermeslab.recordings import json_kind
 
-from . import claude_code, codex, hermes_state, inspect_eval, lab, minisweagent, openai, openhands, sweagent
+from . import (claude_code, codex, hermes_state, inspect_eval, lab, minisweagent, openai, openhands,
+               openhands_sdk, sweagent)
 from .base import Sample, SourceFormat
 
 FORMATS: tuple[SourceFormat, ...] = (
     hermes_state.FORMAT, lab.FORMAT, inspect_eval.FORMAT, minisweagent.FORMAT, sweagent.FORMAT,
-    openhands.FORMAT, claude_code.FORMAT, codex.FORMAT, openai.FORMAT,
+    openhands_sdk.FORMAT, openhands.FORMAT, claude_code.FORMAT, codex.FORMAT, openai.FORMAT,
 )
 #: How many bytes decide a binary format, and how many JSONL lines a text one.
 HEAD_BYTES = 4096

@@ -45,7 +45,8 @@ EVENT_FILE = re.compile(r"\d+\.json")
 
 
 def _is_event(value: Any) -> bool:
-    return isinstance(value, dict) and "source" in value and ("action" in value or "observation" in value)
+    return (isinstance(value, dict) and "source" in value and "kind" not in value
+            and ("action" in value or "observation" in value))
 
 
 def _is_history(value: Any) -> bool:
