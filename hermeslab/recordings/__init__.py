@@ -5,8 +5,8 @@
   pandas, so it is not imported here).
 
 Both sit below the notebook and eval, which export and replay recordings;
-reading and writing whole dataset files, and importing from OpenAI JSONL or a
-Hermes ``state.db``, belong to ``hermeslab.eval``.
+reading and writing whole dataset files, and importing other agents' logs
+(``hermeslab.eval.importers``), belong to ``hermeslab.eval``.
 """
 
 from hermeslab.recordings.format import (
