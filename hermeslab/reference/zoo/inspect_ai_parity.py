@@ -6,7 +6,9 @@ policy's trigger the strategy runs and a compaction replaces the history; a
 compaction that Inspect would raise on (a failed summary, an input still over
 the threshold) is recorded as a step without a view, as the worker records
 it. The summariser answers a fixed text (or fails, in the variant that asks)
-and the worker is told how many tokens that summary takes.
+and the worker is told how many tokens that summary takes. Both sides count
+a recorded message at its recorded size, also after a trim took tool calls
+whose results went from it (the worker knows no other count for it).
 """
 
 from __future__ import annotations
@@ -89,9 +91,11 @@ def ours(messages: list[Message], params: dict[str, Any]) -> list[Step]:
     cfg = compression()
     window = params["window"]
     counted = message_estimator(cfg)
+    recorded = {f"m{index}": counted(message) for index, message in enumerate(messages)}
 
     def estimate(message: Message) -> int:
-        return counted({key: value for key, value in message.items() if key != KEY})
+        """A recorded message counts what the worker is told it counts, even once a trim took calls from it."""
+        return recorded[message[KEY]] if KEY in message else counted(message)
 
     # The budgets size the summary request only (the stub ignores them).
     budgets = derive_budgets(dataclasses.replace(cfg, strategy="summary"), window)

@@ -51,6 +51,25 @@ def _view(messages: list[Any], tokens: dict[str, int]) -> list[str]:
     return keys
 
 
+_ATTEMPTS: list[bool] = []
+
+
+def _count_compactions(orchestration: Any) -> list[bool]:
+    """A list that grows by one at each compaction Inspect attempts, emptied for this replay (wrapped once only:
+    a wrapper around a wrapper per replay would nest until Python's recursion limit)."""
+    if not getattr(orchestration, "_hermeslab_counted", False):
+        original = orchestration._perform_compaction
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            _ATTEMPTS.append(True)
+            return await original(*args, **kwargs)
+
+        orchestration._perform_compaction = counted
+        orchestration._hermeslab_counted = True
+    _ATTEMPTS.clear()
+    return _ATTEMPTS
+
+
 def replay(messages: list[dict], params: dict) -> list[dict]:
     return asyncio.run(_replay(messages, params))
 
@@ -79,14 +98,7 @@ async def _replay(messages: list[dict], params: dict) -> list[dict]:
     model.count_tool_tokens = count_tool_tokens
     model.generate = generate
     orchestration.get_model_input_tokens = lambda target: params["window"]
-    performed = []
-    original = orchestration._perform_compaction
-
-    async def counted(*args: Any, **kwargs: Any) -> Any:
-        performed.append(True)
-        return await original(*args, **kwargs)
-
-    orchestration._perform_compaction = counted
+    performed = _count_compactions(orchestration)
     strategy = CompactionSummary() if params["strategy"] == "summary" else CompactionTrim()
     handler = orchestration.compaction(strategy, prefix=[], model=model)
     history: list[Any] = []
