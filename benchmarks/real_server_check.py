@@ -122,7 +122,9 @@ class Checks:
 
     def compression(self) -> dict[str, Any]:
         def body(runtime: Runtime, seen: list[Any]) -> dict[str, Any]:
-            for index in range(6):  # long enough that the part before the kept tail is worth a summary
+            # Long enough that the part before the kept tail is worth a summary even when the model answers each
+            # note with one word (six notes left a span whose summary could not beat it, quote and frame paid).
+            for index in range(8):
                 runtime.agent.chat(f"Note {index}: {FILLER * 30}Reply with one word.")
             compaction = runtime.agent.compress()
             after = runtime.agent.chat("What was note 2 about? One sentence.")
