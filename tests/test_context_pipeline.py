@@ -116,7 +116,10 @@ def test_a_failing_summariser_never_drops_the_middle():
     assert failing.calls == 1
     assert result.aborted and result.messages == messages and all(a is b for a, b in zip(result.messages, messages))
     assert result.summary_error == "ConnectionError: connection refused"
-    assert state == CompressionState() and result.record["outcome"] == "aborted" and not result.effective
+    # An abort changes no verdict; only the conversation's first request is remembered.
+    first_request = next(m["content"] for m in messages if m["role"] == "user")
+    assert state == CompressionState(original_task=first_request)
+    assert result.record["outcome"] == "aborted" and not result.effective
     empty = run(messages, summariser=FixedSummariser("   "))
     assert empty.aborted and empty.messages == messages
 

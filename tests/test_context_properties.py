@@ -162,6 +162,37 @@ def test_repeated_compressions(preset, rounds, window):
     check_result(preset, messages, snapshot, result, cfg, task)
 
 
+def test_a_pass_that_drops_the_first_request_does_not_let_a_later_summary_name_another_one():
+    """Found by ``test_repeated_compressions``: at 8K, a first pass whose summary could not fit dropped the
+    oldest messages, the opening request among them, and the next pass's summary quoted the second request as
+    the original task. The first request is remembered the first time a pass sees it."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 40}}
+    system = {"role": "system", "content": "You are an agent. alpha index patch window error"}
+
+    def call(n: int) -> dict:
+        return {"role": "assistant", "content": "", "tool_calls": [{"id": f"call_{n}", "type": "function", "function": {
+            "name": "terminal", "arguments": '{"command": "alpha", "path": "src/app.py"}'}}]}
+
+    messages = [system, user("Request 0: alpha index patch"),
+                {"role": "user", "content": [{"type": "text", "text": "Request 1: build json"}, image]},
+                {"role": "assistant", "content": "Done with request 1: build"},
+                {"role": "assistant", "content": "One more note: build json query x86 file"},
+                user("Request 2: cache kernel"), call(0), {"role": "tool", "tool_call_id": "call_0", "content": "alpha"},
+                call(1), {"role": "tool", "tool_call_id": "call_1", "content": "alpha"}]
+    later = {"role": "user", "content": [{"type": "text", "text": "Request 0: alpha index"}, image]}
+    cfg = _cfg("seed")
+    budgets, state = derive_budgets(cfg, 8_000), CompressionState()
+    outcomes = []
+    for index in range(3):
+        snapshot = copy.deepcopy(messages)
+        result = compress(messages, cfg=cfg, budgets=budgets, state=state, summariser=FixedSummariser())
+        check_result("seed", messages, snapshot, result, cfg, "Request 0: alpha index patch")
+        outcomes.append(result.record["outcome"])
+        messages = result.messages + [user(f"follow-up {index}"), copy.deepcopy(later)]
+    assert "dropped_oldest" in outcomes and "compressed" in outcomes, outcomes
+    assert state.original_task == "Request 0: alpha index patch"
+
+
 @SETTINGS
 @given(messages=conversations(), window=st.sampled_from([4_000, 8_000, 16_000]), iterative=st.booleans())
 def test_seed_output_never_has_two_user_messages_in_a_row(messages, window, iterative):

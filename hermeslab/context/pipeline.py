@@ -405,12 +405,17 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
              summariser: Summariser, focus: str | None = None,
              estimate_tokens: Callable[[Sequence[dict]], int] | None = None,
              memory_context: str | None = None) -> CompressionResult:
-    """Compress ``messages`` once; updates ``state`` only when a summary was inserted."""
+    """Compress ``messages`` once; updates ``state``'s verdicts only when a summary was inserted."""
     sizes = RememberedSizes(message_estimator(cfg))
     if estimate_tokens is None or estimate_tokens is list_estimator(cfg):
         estimate_tokens = summed_list_estimator(cfg, sizes)
     validate_messages(messages)
     asked, state.user_asked = state.user_asked, False
+    if cfg.keep_original_task and state.original_task is None:
+        # The conversation's first request is remembered the first time it is seen, whatever this pass does:
+        # a pass that drops it without a summary must not let a later summary quote another request instead.
+        if (first := first_real_user_index(messages)) is not None:
+            state.original_task = text_of(messages[first])
     # Measured before pruning: under the rough estimate, pruning then reads the outputs' line counts
     # from this pass (``known_newlines``) instead of scanning them again.
     before = estimate_tokens(messages)
@@ -545,7 +550,5 @@ def compress(messages: list[dict], *, cfg: CompressionConfig, budgets: Budgets, 
     state.previous_summary = body
     if cfg.anchors:
         state.anchors = anchors
-    if cfg.keep_original_task and task:
-        state.original_task = task
     return _result(assembled, plan, cfg=cfg, outcome="compressed", before=before, after=after, record=record,
                    summary=outcome, body=inserted, condensed=len(plan.span))
