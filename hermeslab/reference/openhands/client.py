@@ -18,12 +18,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from hermeslab.core.hermes_install import venv_python
 from hermeslab.reference.openhands.venv import (
     QUIET_ENV,
     OpenHandsReferenceError,
     Release,
     installed_venv,
-    venv_python,
 )
 
 WORKER_DIR = Path(__file__).with_name("worker")

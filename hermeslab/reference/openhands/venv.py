@@ -16,7 +16,6 @@ resolves without backtracking and measures the same code wherever it runs.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -26,12 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from hermeslab.reference.errors import HermesReferenceError
-from hermeslab.reference.venv import ReferenceNotInstalledError, run_streamed
+from hermeslab.reference.venv import ReferenceNotInstalledError
+from hermeslab.reference.venv_builder import (
+    build_once,
+    create_if_missing,
+    default_place,
+    installed_or_raise,
+    is_marked_complete,
+    pip_install,
+    tail,
+    write_marker,
+)
 
-MARKER_NAME = "hermeslab-venv.json"
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
 HOME_ENV_VAR = "HERMESLAB_OPENHANDS_HOME"
 PYTHON_ENV_VAR = "HERMESLAB_OPENHANDS_PYTHON"
@@ -72,13 +78,8 @@ LEGACY = Release("openhands-ai", "0.62.0", "openhands.memory.condenser.impl.amor
                  "legacy")
 
 
-def venv_python(path: Path) -> Path:
-    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
 def default_path(release: Release) -> Path:
-    home = os.environ.get(HOME_ENV_VAR)
-    return (Path(home).expanduser() if home else Path.home() / ".cache" / "hermeslab") / release.folder
+    return default_place(HOME_ENV_VAR, release.folder)
 
 
 def find_python() -> str:
@@ -99,71 +100,37 @@ def find_python() -> str:
 
 
 def is_complete(path: Path, release: Release) -> bool:
-    try:
-        marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(marker, dict) and marker.get("requirement") == release.requirement
-            and marker.get("complete") is True and venv_python(path).exists())
+    return is_marked_complete(path, release.requirement)
 
 
 def installed_venv(release: Release, path: Path | None = None) -> Path:
     """The installed virtualenv holding ``release``; never installs it (``OpenHandsNotInstalledError`` names the
     command that does)."""
     target = Path(path).expanduser() if path is not None else default_path(release)
-    if is_complete(target, release):
-        return target
-    command = (INSTALL_COMMAND if target == default_path(release)
-               else f"{HOME_ENV_VAR}={target.parent} {INSTALL_COMMAND}")
-    raise OpenHandsNotInstalledError(f"the {release.requirement} reference environment", target, command)
+    return installed_or_raise(target, release.requirement, default_path(release), HOME_ENV_VAR, INSTALL_COMMAND,
+                              OpenHandsNotInstalledError)
 
 
 def install_venv(release: Release, path: Path | None = None, echo: Callable[[str], None] = print) -> Path:
     """Install ``release`` into its virtualenv, passing pip's output to ``echo`` as it comes; a completed install
     is reused and an unfinished one installed into again."""
     target = Path(path).expanduser() if path is not None else default_path(release)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target.parent / f".{target.name}.lock")):
-            if not is_complete(target, release):
-                _install(target, release, echo)
-    except OSError as exc:
-        raise OpenHandsReferenceError(f"could not prepare the OpenHands venv at {target}: {exc}") from exc
-    return target
+    return build_once(target, release.requirement, lambda: _install(target, release, echo), OpenHandsReferenceError,
+                      "OpenHands")
 
 
 def _install(target: Path, release: Release, echo: Callable[[str], None]) -> None:
     started = time.perf_counter()
-    if target.exists() and not (target / "pyvenv.cfg").exists():
-        raise OpenHandsReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
-    if not venv_python(target).exists():
-        base = find_python()
-        echo(f"  creating a virtualenv with {base} (a minute or two)")
-        made = subprocess.run([base, "-m", "venv", str(target)], capture_output=True, text=True,
-                              check=False)
-        if made.returncode != 0:
-            raise OpenHandsReferenceError(f"could not create a virtualenv at {target}:\n{_tail(made.stderr)}")
-    python = str(venv_python(target))
-    pins = CONSTRAINTS / f"{release.folder}.txt"
-    returncode, output = run_streamed([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                                       "-c", str(pins), release.requirement], echo)
-    if returncode != 0:
-        raise OpenHandsReferenceError(f"pip install {release.requirement} failed (exit code {returncode}); "
-                                      f"is the package index reachable?\n{output}")
+    python = create_if_missing(target, find_python, echo, OpenHandsReferenceError, note=" (a minute or two)")
+    pip_install(python, release.requirement, echo, OpenHandsReferenceError,
+                constraints=CONSTRAINTS / f"{release.folder}.txt")
     check = subprocess.run([python, "-I", "-c", f"import {release.probe}"], capture_output=True, text=True,
                            env={**os.environ, **QUIET_ENV}, check=False)
     if check.returncode != 0:
         raise OpenHandsReferenceError(f"{release.requirement} installed but {release.probe} does not import:\n"
-                                      f"{_tail(check.stderr)}")
-    marker = {"requirement": release.requirement, "complete": True,
-              "install_seconds": round(time.perf_counter() - started, 1),
-              "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    (target / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+                                      f"{tail(check.stderr)}")
+    write_marker(target, release.requirement, started)
 
 
 #: Keeps OpenHands' libraries off the network and quiet: litellm reads its bundled model list.
 QUIET_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1"}
-
-
-def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])

@@ -18,7 +18,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from hermeslab.reference.zoo.venv import Package, ZooReferenceError, installed_venv, venv_python
+from hermeslab.core.hermes_install import venv_python
+from hermeslab.reference.zoo.venv import Package, ZooReferenceError, installed_venv
 
 WORKER_DIR = Path(__file__).with_name("worker")
 #: Keeps the agents' libraries off the network and quiet.

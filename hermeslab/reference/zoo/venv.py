@@ -13,7 +13,6 @@ to it.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,12 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from hermeslab.reference.errors import HermesReferenceError
-from hermeslab.reference.venv import ReferenceNotInstalledError, run_streamed
+from hermeslab.reference.venv import ReferenceNotInstalledError
+from hermeslab.reference.venv_builder import (
+    build_once,
+    create_if_missing,
+    default_place,
+    installed_or_raise,
+    is_marked_complete,
+    pip_install,
+    write_marker,
+)
 
-MARKER_NAME = "hermeslab-venv.json"
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
 HOME_ENV_VAR = "HERMESLAB_ZOO_HOME"
 INSTALL_COMMAND = "hermeslab reference install zoo"
@@ -61,13 +66,8 @@ class Package:
         return f"{self.distribution}-{self.version}"
 
 
-def venv_python(path: Path) -> Path:
-    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
 def default_path(package: Package) -> Path:
-    home = os.environ.get(HOME_ENV_VAR)
-    return (Path(home).expanduser() if home else Path.home() / ".cache" / "hermeslab") / package.folder
+    return default_place(HOME_ENV_VAR, package.folder)
 
 
 def find_python(package: Package) -> str:
@@ -91,64 +91,34 @@ def find_python(package: Package) -> str:
 
 
 def is_complete(path: Path, package: Package) -> bool:
-    try:
-        marker = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(marker, dict) and marker.get("requirement") == package.requirement
-            and marker.get("complete") is True and venv_python(path).exists())
+    return is_marked_complete(path, package.requirement)
 
 
 def installed_venv(package: Package, path: Path | None = None) -> Path:
     """The installed virtualenv holding ``package``; never installs it."""
     target = Path(path).expanduser() if path is not None else default_path(package)
-    if is_complete(target, package):
-        return target
-    command = (INSTALL_COMMAND if target == default_path(package)
-               else f"{HOME_ENV_VAR}={target.parent} {INSTALL_COMMAND}")
-    raise ZooNotInstalledError(f"the {package.requirement} reference environment", target, command)
+    return installed_or_raise(target, package.requirement, default_path(package), HOME_ENV_VAR, INSTALL_COMMAND,
+                              ZooNotInstalledError)
 
 
 def install_venv(package: Package, path: Path | None = None, echo: Callable[[str], None] = print) -> Path:
     """Install ``package`` into its virtualenv, streaming pip's output to ``echo``; a completed install is reused."""
     target = Path(path).expanduser() if path is not None else default_path(package)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target.parent / f".{target.name}.lock")):
-            if not is_complete(target, package):
-                _install(target, package, echo)
-    except OSError as exc:
-        raise ZooReferenceError(f"could not prepare the {package.distribution} venv at {target}: {exc}") from exc
-    return target
+    return build_once(target, package.requirement, lambda: _install(target, package, echo), ZooReferenceError,
+                      package.distribution)
 
 
 def _install(target: Path, package: Package, echo: Callable[[str], None]) -> None:
     started = time.perf_counter()
-    if target.exists() and not (target / "pyvenv.cfg").exists():
-        raise ZooReferenceError(f"{target} exists and is not a virtualenv; refusing to use it")
-    if not venv_python(target).exists():
-        base = find_python(package)
-        echo(f"  creating a virtualenv with {base}")
-        made = subprocess.run([base, "-m", "venv", str(target)], capture_output=True, text=True, check=False)
-        if made.returncode != 0:
-            raise ZooReferenceError(f"could not create a virtualenv at {target}:\n{made.stderr[-2000:]}")
-    python = str(venv_python(target))
+    python = create_if_missing(target, lambda: find_python(package), echo, ZooReferenceError)
     pins = CONSTRAINTS / f"{package.folder}.txt"
-    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
-    command += ["-c", str(pins)] if pins.exists() else []
-    returncode, output = run_streamed([*command, package.requirement], echo)
-    if returncode != 0:
-        raise ZooReferenceError(f"pip install {package.requirement} failed (exit code {returncode}); "
-                                f"is the package index reachable?\n{output}")
+    pip_install(python, package.requirement, echo, ZooReferenceError, constraints=pins if pins.exists() else None)
     check = subprocess.run([python, "-I", "-c", f"import {package.probe}"], capture_output=True, text=True,
                            check=False)
     if check.returncode != 0:
         raise ZooReferenceError(f"{package.requirement} installed but {package.probe} does not import:\n"
                                 f"{check.stderr[-2000:]}")
-    marker = {"requirement": package.requirement, "complete": True,
-              "install_seconds": round(time.perf_counter() - started, 1),
-              "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    (target / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    write_marker(target, package.requirement, started)
 
 
 #: Aider: ``aider.history.ChatSummary`` and the budget arithmetic in ``aider.models.Model``.
