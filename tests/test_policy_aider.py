@@ -9,20 +9,11 @@ under CI=true).
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome
 from hermeslab.context.zoo_common import ZooInput
-from hermeslab.core.config import Config
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
 from hermeslab.policies.aider import (
     ACKNOWLEDGEMENT,
     POLICY,
@@ -32,31 +23,15 @@ from hermeslab.policies.aider import (
     trigger,
     units_of,
 )
-from shared_data import _missing
+from policy_checks import (Fixed, assert_agrees_with_reference, chars, checked_pass, own_sessions, preset_compression,
+                           zoo_input)
 from test_context_conversations import conversations
 
-OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
-CFG = Config().with_overrides(dict(POLICY.presets[0].overrides)).compression
+CFG = preset_compression(POLICY)
 
 
-class Fixed:
-    def __init__(self, fails: bool = False):
-        self.fails = fails
-        self.spans: list[list[dict]] = []
-
-    def summarise(self, request):
-        self.spans.append(list(request.span))
-        return SummaryOutcome(body="", error="down") if self.fails else SummaryOutcome(body="SUMMARY")
-
-
-def tokens(message: dict) -> int:
-    """One token per character of text, so tests set sizes directly."""
-    return len(str(message.get("content") or ""))
-
-
-def zoo(window: int = 16_384, summariser=None, estimate=tokens) -> ZooInput:
-    budgets = derive_budgets(dataclasses.replace(CFG, strategy="summary"), window)
-    return ZooInput(cfg=CFG, budgets=budgets, summariser=summariser or Fixed(), estimate=estimate)
+def zoo(window: int = 16_384, summariser=None, estimate=chars) -> ZooInput:
+    return zoo_input(CFG, window, summariser, estimate)
 
 
 def user(size: int, tag: str = "") -> dict:
@@ -130,7 +105,7 @@ def test_a_tool_call_and_its_results_count_as_one_assistant_message():
     call = {"role": "assistant", "content": "c", "tool_calls": [{"id": "t1", "type": "function",
                                                                  "function": {"name": "f", "arguments": "{}"}}]}
     result = {"role": "tool", "tool_call_id": "t1", "content": "r" * 40}
-    units = units_of([user(3), call, result, assistant(2)], tokens)
+    units = units_of([user(3), call, result, assistant(2)], chars)
     assert [(u.role, u.tokens, len(u.messages)) for u in units] == [("user", 3, 1), ("assistant", 41, 2),
                                                                     ("assistant", 2, 1)]
 
@@ -145,7 +120,7 @@ def test_a_failed_summary_drops_the_finished_turns():
 
 def test_the_summary_recurses_while_summary_and_tail_exceed_the_budget():
     """history.py:89-96: a summary that with the tail still exceeds the budget is summarised again, deeper."""
-    big = dict(estimate=lambda m: 1_000 if m.get("_compressed_summary") else tokens(m))
+    big = dict(estimate=lambda m: 1_000 if m.get("_compressed_summary") else chars(m))
     done = [user(100), assistant(100)] * 6
     summariser = Fixed()
     outcome = aider_chat_summary([*done, user(5, "now")], zoo(summariser=summariser, **big), {})
@@ -155,7 +130,7 @@ def test_the_summary_recurses_while_summary_and_tail_exceed_the_budget():
 def test_one_decision_per_turn():
     """Aider checks the finished turns when a turn ends; later requests of the same turn do not summarise again."""
     memory: dict = {}
-    big = dict(estimate=lambda m: 2_000 if m.get("_compressed_summary") else tokens(m))
+    big = dict(estimate=lambda m: 2_000 if m.get("_compressed_summary") else chars(m))
     first = aider_chat_summary([user(600), assistant(600), user(5, "now")], zoo(**big), memory)
     assert first.condensed
     again = aider_chat_summary([*first.messages, assistant(3)], zoo(**big), memory)
@@ -165,24 +140,12 @@ def test_one_decision_per_turn():
 # ---------------------------------------------------------------- any conversation
 
 
-def _users_joined(messages: list[dict]) -> list[dict]:
-    """Each run of user messages counted once: the kept part starts after an assistant message, so it may start
-    with a user message right behind the user summary, as Aider sends it."""
-    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
-
-
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 16_384, 65_536]), fails=st.booleans())
 def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(messages, window, fails):
-    snapshot = json.dumps(messages, sort_keys=True)
-    outcome = aider_chat_summary(messages, zoo(window, Fixed(fails)), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(outcome.messages)
-    assert role_order_problems(_users_joined(outcome.messages)) <= role_order_problems(_users_joined(messages))
-    if messages and messages[0]["role"] == "system":
-        assert outcome.messages[0] == messages[0]
-    if outcome.condensed == 0:
-        assert outcome.messages == messages
+    """Runs of user turns count once: the kept part starts after an assistant message, so it may start with a
+    user message right behind the user summary, as Aider sends it."""
+    checked_pass(messages, lambda m: aider_chat_summary(m, zoo(window, Fixed(fails)), {}), join_users=True)
 
 
 # ---------------------------------------------------------------- parity with Aider's own code
@@ -190,21 +153,6 @@ def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(mess
 
 @pytest.mark.slow
 def test_decisions_match_aider_s_own_chat_summary_on_the_shipped_recordings():
-    from hermeslab.reference.venv import ReferenceNotInstalledError
     from hermeslab.reference.zoo.aider_parity import CHECK
-    from hermeslab.reference.zoo.checks import Tally
 
-    with OWN.open(encoding="utf-8") as handle:
-        recordings = [json.loads(line)["messages"] for line in handle][:6]
-    variants = [variant.params for variant in CHECK.variants]
-    try:
-        theirs = CHECK.reference(recordings, variants)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
-        raise
-    tally = Tally()
-    for params, reference_steps in zip(variants, theirs):
-        for number, (messages, steps) in enumerate(zip(recordings, reference_steps)):
-            tally.add_session(str(number), steps, CHECK.ours(messages, params), keep_examples=3)
-    assert tally.examples == [] and tally.share == 1.0
-    assert tally.compactions_reference > 0
+    assert_agrees_with_reference(CHECK, own_sessions(6), [variant.params for variant in CHECK.variants])

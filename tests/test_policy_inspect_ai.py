@@ -9,19 +9,12 @@ with that command, and fails under CI=true).
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome
 from hermeslab.context.zoo_common import ZooInput
-from hermeslab.core.config import Config
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
 from hermeslab.policies.inspect_ai import (
     POLICY,
     SUMMARY_PRESET,
@@ -33,30 +26,15 @@ from hermeslab.policies.inspect_ai import (
     trigger,
     trim,
 )
-from shared_data import _missing
+from policy_checks import (Fixed, assert_agrees_with_reference, checked_pass, own_sessions, preset_compression,
+                           zoo_input)
 from test_context_conversations import conversations
 
-OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
-CFG = Config().with_overrides(dict(POLICY.presets[0].overrides)).compression
-
-
-class Fixed:
-    def __init__(self, fails: bool = False):
-        self.fails = fails
-        self.spans: list[list[dict]] = []
-
-    def summarise(self, request):
-        self.spans.append(list(request.span))
-        return SummaryOutcome(body="", error="down") if self.fails else SummaryOutcome(body="SUMMARY")
-
-
-def tokens(message: dict) -> int:
-    return len(str(message.get("content") or ""))
+CFG = preset_compression(POLICY)
 
 
 def zoo(window: int = 1_000, summariser=None) -> ZooInput:
-    budgets = derive_budgets(dataclasses.replace(CFG, strategy="summary"), window)
-    return ZooInput(cfg=CFG, budgets=budgets, summariser=summariser or Fixed(), estimate=tokens)
+    return zoo_input(CFG, window, summariser)
 
 
 def turn(number: int, size: int = 20) -> list[dict]:
@@ -130,46 +108,20 @@ def test_a_failed_summary_keeps_the_conversation():
     assert outcome.aborted and outcome.messages == history
 
 
-def _users_joined(messages: list[dict]) -> list[dict]:
-    """Each run of user messages counted once: the summary (or the newest part a trim keeps) follows the task's
-    user message as Inspect sends it, and APIs that need it join the two (``collapse_consecutive_user_messages``)."""
-    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
-
-
 @pytest.mark.parametrize("strategy", [inspect_summary, inspect_trim])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 4_000, 1_000_000]), fails=st.booleans())
 def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(strategy, messages, window, fails):
-    snapshot = json.dumps(messages, sort_keys=True)
-    outcome = strategy(messages, zoo(window, Fixed(fails)), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(outcome.messages)
-    assert role_order_problems(_users_joined(outcome.messages)) <= role_order_problems(_users_joined(messages))
-    if messages and messages[0]["role"] == "system":
-        assert outcome.messages[0] == messages[0]
-    if outcome.condensed == 0:
-        assert outcome.messages == messages
+    """Runs of user turns count once: the summary (or the newest part a trim keeps) follows the task's user
+    message as Inspect sends it, and APIs that need it join the two (``collapse_consecutive_user_messages``)."""
+    checked_pass(messages, lambda m: strategy(m, zoo(window, Fixed(fails)), {}), join_users=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["summary", "trim"])
 def test_decisions_match_inspect_s_own_compaction_on_the_shipped_recordings(strategy):
-    from hermeslab.reference.venv import ReferenceNotInstalledError
-    from hermeslab.reference.zoo.checks import Tally
     from hermeslab.reference.zoo.inspect_ai_parity import CHECKS
 
     check = next(c for c in CHECKS if c.variants[0].params["strategy"] == strategy)
-    with OWN.open(encoding="utf-8") as handle:
-        recordings = [json.loads(line)["messages"] for line in handle][:8]
     variants = [{"window": 4_096, "strategy": strategy}, {"window": 8_192, "strategy": strategy, "fails": True}]
-    try:
-        theirs = check.reference(recordings, variants)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
-        raise
-    tally = Tally()
-    for params, reference_steps in zip(variants, theirs):
-        for number, (messages, steps) in enumerate(zip(recordings, reference_steps)):
-            tally.add_session(str(number), steps, check.ours(messages, params), keep_examples=3)
-    assert tally.examples == [] and tally.share == 1.0
-    assert tally.compactions_reference > 0
+    assert_agrees_with_reference(check, own_sessions(8), variants)

@@ -9,19 +9,12 @@ skips with that command, and fails under CI=true).
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome
 from hermeslab.context.zoo_common import ZooInput
-from hermeslab.core.config import Config
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
 from hermeslab.policies.langchain import (
     KEEP_MESSAGES,
     POLICY,
@@ -32,30 +25,15 @@ from hermeslab.policies.langchain import (
     summary_input,
     trigger,
 )
-from shared_data import _missing
+from policy_checks import (Fixed, assert_agrees_with_reference, chars, checked_pass, own_sessions, preset_compression,
+                           zoo_input)
 from test_context_conversations import conversations
 
-OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
-CFG = Config().with_overrides(dict(POLICY.presets[0].overrides)).compression
-
-
-class Fixed:
-    def __init__(self, fails: bool = False):
-        self.fails = fails
-        self.spans: list[list[dict]] = []
-
-    def summarise(self, request):
-        self.spans.append(list(request.span))
-        return SummaryOutcome(body="", error="down") if self.fails else SummaryOutcome(body="SUMMARY")
-
-
-def tokens(message: dict) -> int:
-    return len(str(message.get("content") or ""))
+CFG = preset_compression(POLICY)
 
 
 def zoo(window: int = 1_000, summariser=None) -> ZooInput:
-    budgets = derive_budgets(dataclasses.replace(CFG, strategy="summary"), window)
-    return ZooInput(cfg=CFG, budgets=budgets, summariser=summariser or Fixed(), estimate=tokens)
+    return zoo_input(CFG, window, summariser)
 
 
 def turn(number: int, size: int = 20) -> list[dict]:
@@ -103,7 +81,7 @@ def test_past_the_trigger_all_but_the_newest_twenty_become_one_user_summary():
     out = outcome.messages
     assert out[0] == system and out[1]["role"] == "user" and out[1]["_compressed_summary"]
     assert out[2:] == history[-20:]
-    assert summariser.spans == [summary_input(history[:7], tokens)] and summariser.spans[0][0]["role"] == "user"
+    assert summariser.spans == [summary_input(history[:7], chars)] and summariser.spans[0][0]["role"] == "user"
 
 
 def test_under_the_trigger_nothing_changes():
@@ -116,8 +94,8 @@ def test_the_summary_call_sees_the_newest_4000_tokens_from_a_user_message_on():
     """Lines 1022-1038: trim_messages(last, 4,000 tokens, start_on human)."""
     span = [{"role": "user", "content": "u" * 3_000}, {"role": "assistant", "content": "a" * 500},
             {"role": "user", "content": "v" * 1_000}, {"role": "assistant", "content": "b" * 2_000}]
-    assert summary_input(span, tokens) == span[2:]
-    assert summary_input(span[3:], tokens) == []
+    assert summary_input(span, chars) == span[2:]
+    assert summary_input(span[3:], chars) == []
 
 
 def test_with_no_user_message_in_reach_a_fixed_text_stands_in_and_no_call_is_made():
@@ -137,42 +115,16 @@ def test_a_failed_summary_keeps_the_conversation():
     assert outcome.aborted and outcome.messages == history
 
 
-def _users_joined(messages: list[dict]) -> list[dict]:
-    """Each run of user messages counted once: the summary is a user message the kept part may follow with one."""
-    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
-
-
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(max_turns=12), window=st.sampled_from([10, 2_000, 1_000_000]), fails=st.booleans())
 def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(messages, window, fails):
-    snapshot = json.dumps(messages, sort_keys=True)
-    outcome = langchain_summarization(messages, zoo(window, Fixed(fails)), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(outcome.messages)
-    assert role_order_problems(_users_joined(outcome.messages)) <= role_order_problems(_users_joined(messages))
-    if messages and messages[0]["role"] == "system":
-        assert outcome.messages[0] == messages[0]
-    if outcome.condensed == 0:
-        assert outcome.messages == messages
+    """Runs of user turns count once: the summary is a user message the kept part may follow with one."""
+    checked_pass(messages, lambda m: langchain_summarization(m, zoo(window, Fixed(fails)), {}), join_users=True)
 
 
 @pytest.mark.slow
 def test_decisions_match_langchain_s_own_middleware_on_the_shipped_recordings():
-    from hermeslab.reference.venv import ReferenceNotInstalledError
-    from hermeslab.reference.zoo.checks import Tally
     from hermeslab.reference.zoo.langchain_parity import CHECK
 
-    with OWN.open(encoding="utf-8") as handle:
-        recordings = [json.loads(line)["messages"] for line in handle][:8]
     variants = [{"window": 4_096, "fraction": 0.5}, {"window": 4_096, "fraction": 0.5, "fails": True}]
-    try:
-        theirs = CHECK.reference(recordings, variants)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
-        raise
-    tally = Tally()
-    for params, reference_steps in zip(variants, theirs):
-        for number, (messages, steps) in enumerate(zip(recordings, reference_steps)):
-            tally.add_session(str(number), steps, CHECK.ours(messages, params), keep_examples=3)
-    assert tally.examples == [] and tally.share == 1.0
-    assert tally.compactions_reference > 0
+    assert_agrees_with_reference(CHECK, own_sessions(8), variants)

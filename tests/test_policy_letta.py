@@ -7,41 +7,20 @@ a database among them), so this policy's fidelity is by reading.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome
 from hermeslab.context.zoo_common import ZooInput
-from hermeslab.core.config import Config
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
 from hermeslab.policies.letta import POLICY, PRESET, letta_sliding_window, sliding_cut, trigger
+from policy_checks import Fixed, chars, checked_pass, preset_compression, zoo_input
 from test_context_conversations import conversations
 
-CFG = Config().with_overrides(dict(POLICY.presets[0].overrides)).compression
-
-
-class Fixed:
-    def __init__(self, fails: bool = False):
-        self.fails = fails
-        self.spans: list[list[dict]] = []
-
-    def summarise(self, request):
-        self.spans.append(list(request.span))
-        return SummaryOutcome(body="", error="down") if self.fails else SummaryOutcome(body="SUMMARY")
-
-
-def tokens(message: dict) -> int:
-    return len(str(message.get("content") or ""))
+CFG = preset_compression(POLICY)
 
 
 def zoo(window: int, summariser=None) -> ZooInput:
-    budgets = derive_budgets(dataclasses.replace(CFG, strategy="summary"), window)
-    return ZooInput(cfg=CFG, budgets=budgets, summariser=summariser or Fixed(), estimate=tokens)
+    return zoo_input(CFG, window, summariser)
 
 
 def chat(pairs: int, size: int = 10) -> list[dict]:
@@ -58,15 +37,15 @@ def test_the_first_try_evicts_forty_percent_up_to_an_assistant_message():
     """summarizer_sliding_window.py 144-188: the share starts at 0.30 and grows by 0.10 before the first try; the
     cut is the newest assistant message at or before round(0.4 * 21) = 8 (Letta's list counts the system prompt)."""
     history = chat(10)  # 20 messages, Letta's list 21
-    assert sliding_cut(history, 0, 1_000, tokens) == 8
+    assert sliding_cut(history, 0, 1_000, chars) == 8
 
 
 def test_eviction_grows_until_the_kept_part_fits_seventy_percent_of_the_window():
     history = chat(10)  # 200 tokens in all
     # window 150, goal 105: 0.4 keeps 130, 0.5 (round(10.5) = 10) keeps 110, 0.6 cuts at 12 and keeps 90
-    assert sliding_cut(history, 0, 150, tokens) == 12
+    assert sliding_cut(history, 0, 150, chars) == 12
     # window 100, goal 70: 0.7 keeps exactly 70 (not under it), 0.7999... cuts at 16 and keeps 50
-    assert sliding_cut(history, 0, 100, tokens) == 16
+    assert sliding_cut(history, 0, 100, chars) == 16
 
 
 def test_the_summary_goes_after_the_system_prompt_and_the_rest_is_kept():
@@ -90,7 +69,7 @@ def test_without_an_assistant_message_to_cut_at_everything_is_summarised():
 def test_a_share_that_reaches_one_gives_up_the_sliding_window():
     """summarizer_sliding_window.py 163-194: 0.3 plus seven steps of 0.1 is 0.9999..., one more passes 1.0."""
     history = chat(3, size=30) + [{"role": "user", "content": "x" * 500}]
-    assert sliding_cut(history, 0, 300, tokens) is None
+    assert sliding_cut(history, 0, 300, chars) is None
     assert letta_sliding_window(history, zoo(300), {}).record["mode"] == "all"
 
 
@@ -103,12 +82,4 @@ def test_a_failed_summary_keeps_the_conversation():
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 8_000, 1_000_000]), fails=st.booleans())
 def test_any_conversation_keeps_its_tool_pairs_its_role_order_and_its_input(messages, window, fails):
-    snapshot = json.dumps(messages, sort_keys=True)
-    outcome = letta_sliding_window(messages, zoo(window, Fixed(fails)), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(outcome.messages)
-    assert role_order_problems(outcome.messages) <= role_order_problems(messages)
-    if messages and messages[0]["role"] == "system":
-        assert outcome.messages[0] == messages[0]
-    if outcome.condensed == 0:
-        assert outcome.messages == messages
+    checked_pass(messages, lambda m: letta_sliding_window(m, zoo(window, Fixed(fails)), {}))
