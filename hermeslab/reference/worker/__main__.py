@@ -11,27 +11,20 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import TextIO
+from pathlib import Path
 
 from reference_engine import ReferenceEngine
 from request_protocol import build_handlers, serve
 
-
-def claim_reply_stream() -> TextIO:
-    """Keep the real stdout for replies and send everything else written there to stderr."""
-    reply_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return io.TextIOWrapper(os.fdopen(reply_fd, "wb"), encoding="utf-8", write_through=True)
+sys.path.append(str(Path(__file__).resolve().parents[1] / "worker_loop"))
+from jsonl_worker_loop import claim_reply_stream, refuse_provider_keys  # noqa: E402
 
 
 def require_isolation() -> None:
     """Refuse to start where a user config or a provider key could reach Hermes."""
     if not os.environ.get("HERMES_HOME"):
         raise SystemExit("reference worker: set HERMES_HOME to an empty directory before starting the worker")
-    keys = sorted(name for name in os.environ if name.endswith("_API_KEY"))
-    if keys:
-        raise SystemExit(f"reference worker: remove provider keys from the environment first: {', '.join(keys)}")
+    refuse_provider_keys("reference worker")
 
 
 def main() -> int:

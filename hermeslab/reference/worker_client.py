@@ -1,0 +1,117 @@
+"""A worker process in another project's virtualenv, asked one JSON line at a time.
+
+The OpenHands and zoo references run the other project's code under that
+project's own Python, in an empty temporary folder and without ``*_API_KEY``
+variables, and talk to it over stdin/stdout: each request is
+``{"id", "op", "args"}`` and each reply ``{"id", "ok", "result"}`` or
+``{"id", "ok": false, "error", "traceback"}``. Starting, asking, waiting with
+a timeout and stopping are the same for every such worker and live here; a
+subclass says only how its worker is launched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from typing import Any
+
+from hermeslab.reference.errors import HermesReferenceError
+
+
+class JsonLinesWorker(ABC):
+    """A running worker; use it as a context manager. Calls are sequential: one request, then its reply."""
+
+    def __init__(self, label: str, error: type[HermesReferenceError], *, timeout: float):
+        #: How errors name the worker ("the <label> worker ...").
+        self.label = label
+        self._error = error
+        self._timeout = timeout
+        self._process: subprocess.Popen | None = None
+        self._folder: tempfile.TemporaryDirectory | None = None
+        self._replies: queue.Queue[str | None] = queue.Queue()
+        self._stderr: deque[str | None] = deque(maxlen=40)
+        self._next_id = 0
+        self.info: dict = {}
+
+    @abstractmethod
+    def _command(self) -> list[str]:
+        """The worker's command line; finding its interpreter may raise, before anything is started."""
+
+    def _environment(self, folder: str) -> dict[str, str]:
+        """Variables set for the worker on top of the caller's (less any ``*_API_KEY``); ``folder`` is its cwd."""
+        return {}
+
+    def __enter__(self) -> JsonLinesWorker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the worker in an empty temporary folder and keep its ``hello`` answer in ``info``."""
+        command = self._command()
+        self._folder = tempfile.TemporaryDirectory(prefix=f"hermeslab-{self.label.lower()}-")
+        env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
+        env.update(self._environment(self._folder.name))
+        try:
+            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, cwd=self._folder.name, env=env)
+        except OSError as exc:
+            self.close()
+            raise self._error(f"could not start the {self.label} worker with {command[0]}: {exc}") from exc
+        threading.Thread(target=_pump, args=(self._process.stdout, self._replies.put), daemon=True).start()
+        threading.Thread(target=_pump, args=(self._process.stderr, self._stderr.append), daemon=True).start()
+        self.info = self.request("hello")
+
+    def close(self) -> None:
+        """Stop the worker (by closing its input, then by force) and remove its folder."""
+        process, self._process = self._process, None
+        if process is not None:
+            try:
+                process.stdin.close()
+                process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                process.kill()
+                process.wait()
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+    def request(self, op: str, args: dict | None = None) -> Any:
+        """Send one request and return its result; a worker that does not answer in time is stopped."""
+        if self._process is None or self._process.poll() is not None:
+            raise self._error(f"the {self.label} worker is not running", stderr=self._tail())
+        self._next_id += 1
+        line = json.dumps({"id": self._next_id, "op": op, "args": args or {}}) + "\n"
+        try:
+            self._process.stdin.write(line.encode("utf-8"))
+            self._process.stdin.flush()
+            raw = self._replies.get(timeout=self._timeout)
+        except (OSError, queue.Empty) as exc:
+            self.close()
+            raise self._error(f"the {self.label} worker did not answer {op!r}: {exc!r}", stderr=self._tail()) from None
+        if raw is None:
+            self.close()
+            raise self._error(f"the {self.label} worker exited while answering {op!r}", stderr=self._tail())
+        reply = json.loads(raw)
+        if reply.get("id") != self._next_id:
+            raise self._error(f"the {self.label} worker answered out of turn: {raw[:200]!r}")
+        if not reply.get("ok"):
+            raise self._error(str(reply.get("error")), worker_traceback=str(reply.get("traceback") or ""))
+        return reply["result"]
+
+    def _tail(self) -> str:
+        return "\n".join(line for line in self._stderr if line is not None)
+
+
+def _pump(stream: Any, sink: Any) -> None:
+    for raw in stream:
+        sink(raw.decode("utf-8", errors="replace").rstrip("\n"))
+    sink(None)
