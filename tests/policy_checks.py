@@ -24,7 +24,7 @@ from hermeslab.core.messages import validate_messages
 from hermeslab.eval.metrics import role_order_problems
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.policies.loading import load_config
-from hermeslab.policies.running import make_compactor
+from hermeslab.policies.running import budgets_of, make_compactor
 from shared_data import _missing
 
 #: The project's own recorded sessions, the ones the parity tests replay.
@@ -84,6 +84,15 @@ def loaded_zoo_input(preset: str, window: int, summariser: Any = None, **overrid
     compactor = make_compactor(config, summariser or FixedSummariser("THE SUMMARY"))
     return ZooInput(cfg=config.compression, budgets=compactor.budgets, summariser=compactor.summariser,
                     estimate=compactor._estimate_message)
+
+
+def checked_trigger(rule: Any, preset: str, window: int, overrides: dict | None = None) -> int:
+    """The trigger ``rule`` (or, from a mapping of strategy to rule, the one of the preset's strategy) gives
+    ``preset`` at ``window``, checked against the threshold the engine derives for the same settings."""
+    cfg = load_config(preset, {"model.context_length": window, **(overrides or {})}).compression
+    rule = rule if callable(rule) else rule[cfg.strategy]
+    assert budgets_of(cfg, window).threshold_tokens == rule(cfg, window, None)
+    return rule(cfg, window, None)
 
 
 def users_joined(messages: list[dict]) -> list[dict]:

@@ -10,25 +10,17 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.types import SummaryOutcome, is_summary_message
+from hermeslab.context.types import is_summary_message
 from hermeslab.context.zoo_common import ZooInput
 from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
-from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.policies.loading import load_config
-from hermeslab.policies.running import budgets_of, make_compactor
 from hermeslab.policies.cline import (AUTO_CONDENSE, GO_ON, HISTORY_REMOVED, NAMED_WINDOW_BUFFERS, POLICY,
                                       READ_REMOVED, RESULTS_REMOVED, TRUNCATE, cline_auto_condense, cline_trigger,
                                       cline_truncate, cline_units, drop_repeated_reads, hidden_units, hide_history)
-
+from policy_checks import Failing, checked_pass, checked_trigger, loaded_zoo_input
 from test_context_conversations import conversations
 
 DEFAULT, AUTO = POLICY.presets
-
-
-class Failing:
-    def summarise(self, request):
-        return SummaryOutcome(body="", error="no model")
 
 
 def _config(preset, window: int):
@@ -36,17 +28,11 @@ def _config(preset, window: int):
 
 
 def _zoo(preset, window: int = 1_000_000, summariser=None) -> ZooInput:
-    config = _config(preset, window)
-    compactor = make_compactor(config, summariser or FixedSummariser("THE SUMMARY"))
-    return ZooInput(cfg=config.compression, budgets=compactor.budgets, summariser=compactor.summariser,
-                    estimate=compactor._estimate_message)
+    return loaded_zoo_input(preset.name, window, summariser)
 
 
 def _trigger(preset, window: int) -> int:
-    """The rule's answer, checked against the threshold the engine derives for the preset."""
-    cfg = _config(preset, window).compression
-    assert budgets_of(cfg, window).threshold_tokens == cline_trigger(cfg, window, None)
-    return cline_trigger(cfg, window, None)
+    return checked_trigger(cline_trigger, preset.name, window)
 
 
 def _read(call_id: str, path: str, text: str) -> list[dict]:
@@ -235,16 +221,8 @@ def test_auto_condense_without_a_summary_changes_nothing():
 def test_a_cline_compaction_leaves_a_valid_conversation_and_its_input_alone(messages, window, auto, fails):
     """Whatever the conversation: the input is not mutated, every tool call keeps its result beside it, the
     system prompt stays first, no role-order problem is added, and a pass that changed nothing says so."""
-    snapshot = json.dumps(messages, sort_keys=True)
     preset, strategy = (AUTO, cline_auto_condense) if auto else (DEFAULT, cline_truncate)
-    result = strategy(messages, _zoo(preset, window, Failing() if fails else None), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(result.messages)
-    assert role_order_problems(result.messages) <= role_order_problems(messages)
-    if messages and messages[0]["role"] == "system":
-        assert result.messages[0] == messages[0]
-    if result.condensed == 0:
-        assert result.messages == messages
+    checked_pass(messages, lambda m: strategy(m, _zoo(preset, window, Failing() if fails else None), {}))
 
 
 def test_the_policy_names_its_strategies_and_cites_every_number():

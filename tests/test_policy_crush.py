@@ -2,48 +2,23 @@
 
 from __future__ import annotations
 
-import json
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.types import SummaryOutcome, is_summary_message
+from hermeslab.context.types import is_summary_message
 from hermeslab.context.zoo_common import ZooInput
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
-from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.policies.crush import INTERRUPTED, NAME, POLICY, STRATEGY, crush_summary, crush_trigger
 from hermeslab.policies.loading import load_config
-from hermeslab.policies.running import budgets_of, make_compactor
-
+from policy_checks import Failing, Recording, checked_pass, checked_trigger, loaded_zoo_input
 from test_context_conversations import conversations
 
 
-class Failing:
-    def summarise(self, request):
-        return SummaryOutcome(body="", error="no model")
-
-
-class Recording:
-    def __init__(self):
-        self.spans = []
-
-    def summarise(self, request):
-        self.spans.append(request.span)
-        return SummaryOutcome(body="THE SUMMARY")
-
-
 def _zoo(window: int = 1_000_000, summariser=None) -> ZooInput:
-    config = load_config(NAME, {"model.context_length": window})
-    compactor = make_compactor(config, summariser or FixedSummariser("THE SUMMARY"))
-    return ZooInput(cfg=config.compression, budgets=compactor.budgets, summariser=compactor.summariser,
-                    estimate=compactor._estimate_message)
+    return loaded_zoo_input(NAME, window, summariser)
 
 
 def _trigger(window: int) -> int:
-    cfg = load_config(NAME, {"model.context_length": window}).compression
-    assert budgets_of(cfg, window).threshold_tokens == crush_trigger(cfg, window, None)
-    return crush_trigger(cfg, window, None)
+    return checked_trigger(crush_trigger, NAME, window)
 
 
 def _call(call_id: str) -> dict:
@@ -140,26 +115,13 @@ def test_nothing_to_summarise_and_a_failed_summary_change_nothing():
 # ---------------------------------------------------------------- any conversation
 
 
-def _users_joined(messages: list[dict]) -> list[dict]:
-    """Each run of user messages counted once, as Anthropic's API joins such turns."""
-    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 8_000, 1_000_000]), fails=st.booleans())
 def test_a_crush_summary_leaves_a_valid_conversation_and_its_input_alone(messages, window, fails):
     """Whatever the conversation: the input is not mutated, no tool call loses its result, the system prompt
     stays first, no role-order problem is added (the summary and the next request are consecutive user turns,
     as Crush sends them), and a pass that changed nothing says so."""
-    snapshot = json.dumps(messages, sort_keys=True)
-    result = crush_summary(messages, _zoo(window, Failing() if fails else None), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(result.messages)
-    assert role_order_problems(_users_joined(result.messages)) <= role_order_problems(_users_joined(messages))
-    if messages and messages[0]["role"] == "system":
-        assert result.messages[0] == messages[0]
-    if result.condensed == 0:
-        assert result.messages == messages
+    checked_pass(messages, lambda m: crush_summary(m, _zoo(window, Failing() if fails else None), {}), join_users=True)
 
 
 def test_the_policy_names_its_strategy_and_cites_its_numbers():

@@ -2,56 +2,27 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.types import SummaryOutcome, is_summary_message
+from hermeslab.context.types import is_summary_message
 from hermeslab.context.zoo_common import ZooInput
 from hermeslab.core.errors import ConfigError
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
-from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.policies.goose import (AFTER_CONVERSATION, AFTER_TOOL_LOOP, NAME, POLICY, STRATEGY, goose_summary,
                                       goose_trigger, middle_out, request_span, tool_result_runs)
 from hermeslab.policies.loading import load_config
-from hermeslab.policies.running import budgets_of, make_compactor
-
+from policy_checks import Failing, Recording, checked_pass, checked_trigger, loaded_zoo_input
 from test_context_conversations import conversations
 
 
-class Failing:
-    def summarise(self, request):
-        return SummaryOutcome(body="", error="no model")
-
-
-class Recording:
-    """Answers with a fixed summary and keeps the spans it was asked about."""
-
-    def __init__(self):
-        self.spans = []
-
-    def summarise(self, request):
-        self.spans.append(request.span)
-        return SummaryOutcome(body="THE SUMMARY")
-
-
 def _zoo(window: int = 1_000_000, summariser=None) -> ZooInput:
-    config = load_config(NAME, {"model.context_length": window})
-    compactor = make_compactor(config, summariser or FixedSummariser("THE SUMMARY"))
-    return ZooInput(cfg=config.compression, budgets=compactor.budgets, summariser=compactor.summariser,
-                    estimate=compactor._estimate_message)
+    return loaded_zoo_input(NAME, window, summariser)
 
 
 def _trigger(window: int, threshold: float | None = None) -> int:
-    overrides = {"model.context_length": window}
-    if threshold is not None:
-        overrides["compression.threshold"] = threshold
-    cfg = load_config(NAME, overrides).compression
-    assert budgets_of(cfg, window).threshold_tokens == goose_trigger(cfg, window, None)
-    return goose_trigger(cfg, window, None)
+    overrides = {} if threshold is None else {"compression.threshold": threshold}
+    return checked_trigger(goose_trigger, NAME, window, overrides)
 
 
 def _call(call_id: str) -> dict:
@@ -193,15 +164,7 @@ def test_without_a_summary_nothing_changes():
 def test_a_goose_compaction_leaves_a_valid_conversation_and_its_input_alone(messages, window, fails):
     """Whatever the conversation: the input is not mutated, tool calls keep their results, the system prompt
     stays first, no role-order problem is added, and a pass that changed nothing says so."""
-    snapshot = json.dumps(messages, sort_keys=True)
-    result = goose_summary(messages, _zoo(window, Failing() if fails else None), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(result.messages)
-    assert role_order_problems(result.messages) <= role_order_problems(messages)
-    if messages and messages[0]["role"] == "system":
-        assert result.messages[0] == messages[0]
-    if result.condensed == 0:
-        assert result.messages == messages
+    checked_pass(messages, lambda m: goose_summary(m, _zoo(window, Failing() if fails else None), {}))
 
 
 def test_the_policy_names_its_strategy_and_cites_its_numbers():

@@ -3,38 +3,18 @@ crates/agent_settings/src/agent_settings.rs (functions of thread.rs past its fir
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermeslab.context.types import SummaryOutcome, is_summary_message
+from hermeslab.context.types import is_summary_message
 from hermeslab.context.zoo_common import ZooInput
 from hermeslab.core.errors import ConfigError
-from hermeslab.core.messages import validate_messages
-from hermeslab.eval.metrics import role_order_problems
-from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.policies.loading import load_config
-from hermeslab.policies.running import budgets_of, make_compactor
 from hermeslab.policies.zed import (NAME, OPENING, PERCENTAGE, POLICY, RETAINED_USER_BYTES, TOKENS_REMAINING,
                                     TOKENS_USED, retained_user_messages, zed_compact)
-
+from policy_checks import Failing, Recording, checked_pass, checked_trigger, loaded_zoo_input
 from test_context_conversations import conversations
-
-
-class Failing:
-    def summarise(self, request):
-        return SummaryOutcome(body="", error="no model")
-
-
-class Recording:
-    def __init__(self):
-        self.spans = []
-
-    def summarise(self, request):
-        self.spans.append(request.span)
-        return SummaryOutcome(body="THE SUMMARY")
 
 
 def _config(window: int, **overrides):
@@ -42,17 +22,11 @@ def _config(window: int, **overrides):
 
 
 def _trigger(window: int, **overrides) -> int:
-    cfg = _config(window, **overrides).compression
-    rule = POLICY.triggers[cfg.strategy]
-    assert budgets_of(cfg, window).threshold_tokens == rule(cfg, window, None)
-    return rule(cfg, window, None)
+    return checked_trigger(POLICY.triggers, NAME, window, overrides)
 
 
 def _zoo(window: int = 1_000_000, summariser=None) -> ZooInput:
-    config = _config(window)
-    compactor = make_compactor(config, summariser or FixedSummariser("THE SUMMARY"))
-    return ZooInput(cfg=config.compression, budgets=compactor.budgets, summariser=compactor.summariser,
-                    estimate=compactor._estimate_message)
+    return loaded_zoo_input(NAME, window, summariser)
 
 
 def _call(call_id: str) -> dict:
@@ -175,26 +149,13 @@ def test_nothing_to_summarise_and_a_failed_summary_change_nothing():
 # ---------------------------------------------------------------- any conversation
 
 
-def _users_joined(messages: list[dict]) -> list[dict]:
-    """Each run of user messages counted once, as Anthropic's API joins such turns."""
-    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), window=st.sampled_from([1_000, 100_000, 1_000_000]), fails=st.booleans())
 def test_a_zed_compaction_leaves_a_valid_conversation_and_its_input_alone(messages, window, fails):
     """Whatever the conversation: the input is not mutated, no tool call loses its result, the system prompt
     stays first, no role-order problem is added (the user's kept messages and the summary are consecutive user
     turns, as in Zed's request), and a pass that changed nothing says so."""
-    snapshot = json.dumps(messages, sort_keys=True)
-    result = zed_compact(messages, _zoo(window, Failing() if fails else None), {})
-    assert json.dumps(messages, sort_keys=True) == snapshot
-    validate_messages(result.messages)
-    assert role_order_problems(_users_joined(result.messages)) <= role_order_problems(_users_joined(messages))
-    if messages and messages[0]["role"] == "system":
-        assert result.messages[0] == messages[0]
-    if result.condensed == 0:
-        assert result.messages == messages
+    checked_pass(messages, lambda m: zed_compact(m, _zoo(window, Failing() if fails else None), {}), join_users=True)
 
 
 def test_the_policy_names_its_strategies_and_cites_its_numbers():
