@@ -13,12 +13,9 @@ whose results went from it (the worker knows no other count for it).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome, SummaryRequest
-from hermeslab.context.zoo_common import Message, ZooInput
+from hermeslab.context.zoo_common import Message
 from hermeslab.core.config import Config, CompressionConfig
 from hermeslab.core.tokens import message_estimator
 from hermeslab.policies.inspect_ai import (
@@ -32,21 +29,11 @@ from hermeslab.policies.inspect_ai import (
 )
 from hermeslab.reference.zoo.checks import ParityCheck, Step, Variant
 from hermeslab.reference.zoo.client import ZooReference
+from hermeslab.reference.zoo.stepping import STUB, stub_zoo_input
 from hermeslab.reference.zoo.venv import INSPECT_AI
 
-STUB = "the stub summary"
 SUMMARY = "summary"
 STRATEGIES = {"summary": inspect_summary, "trim": inspect_trim}
-
-
-class _Stub:
-    """A summariser with a fixed answer, or one that always fails."""
-
-    def __init__(self, fails: bool):
-        self.fails = fails
-
-    def summarise(self, request: SummaryRequest) -> SummaryOutcome:
-        return SummaryOutcome(body="", error="the summary model is down") if self.fails else SummaryOutcome(body=STUB)
 
 
 def compression() -> CompressionConfig:
@@ -97,9 +84,7 @@ def ours(messages: list[Message], params: dict[str, Any]) -> list[Step]:
         """A recorded message counts what the worker is told it counts, even once a trim took calls from it."""
         return recorded[message[KEY]] if KEY in message else counted(message)
 
-    # The budgets size the summary request only (the stub ignores them).
-    budgets = derive_budgets(dataclasses.replace(cfg, strategy="summary"), window)
-    zoo = ZooInput(cfg=cfg, budgets=budgets, summariser=_Stub(params.get("fails", False)), estimate=estimate)
+    zoo = stub_zoo_input(cfg, window, estimate, params.get("fails", False))
     strategy = STRATEGIES[params["strategy"]]
     threshold = trigger(cfg, window, None)
     history: list[Message] = []

@@ -15,9 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome, SummaryRequest
-from hermeslab.context.zoo_common import Message, ZooInput, split_system, summary_message
+from hermeslab.context.zoo_common import Message, split_system, summary_message
 from hermeslab.core.config import Config, CompressionConfig
 from hermeslab.core.messages import text_of
 from hermeslab.core.tokens import message_estimator
@@ -25,15 +23,10 @@ from hermeslab.policies.kimi_cli import (OPENING, POLICY, PRESET, kimi_simple_co
                                          reserved_context)
 from hermeslab.reference.zoo.checks import ParityCheck, Step, Variant
 from hermeslab.reference.zoo.client import ZooReference
+from hermeslab.reference.zoo.stepping import STUB, steps_before_replies, stub_zoo_input
 from hermeslab.reference.zoo.venv import KIMI_CLI as PACKAGE
 
-STUB = "the stub summary"
 SUMMARY = "summary"
-
-
-class _Stub:
-    def summarise(self, request: SummaryRequest) -> SummaryOutcome:
-        return SummaryOutcome(body=STUB)
 
 
 def compression(params: dict[str, Any]) -> CompressionConfig:
@@ -68,24 +61,9 @@ def ours(messages: list[Message], params: dict[str, Any]) -> list[Step]:
     """hermeslab's decisions before each recorded reply, the history rewritten by each compaction."""
     cfg = compression(params)
     window = params["window"]
-    estimate = message_estimator(cfg)
     # The budgets only size the summary request; the trigger is the policy's own rule.
-    budgets = derive_budgets(dataclasses.replace(cfg, strategy="summary"), window)
-    zoo = ZooInput(cfg=cfg, budgets=budgets, summariser=_Stub(), estimate=estimate)
-    threshold = kimi_trigger(cfg, window, None)
-    keys = {id(m): f"m{i}" for i, m in enumerate(messages)}
-    history: list[Message] = []
-    steps: list[Step] = []
-    for index, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            compacted = False
-            if sum(estimate(m) for m in history) >= threshold:
-                outcome = kimi_simple_compaction(history, zoo, {})
-                if outcome.condensed:
-                    history, compacted = list(outcome.messages), True
-            steps.append({"at": index, "compacted": compacted, "view": _view(history, keys)})
-        history.append(message)
-    return steps
+    zoo = stub_zoo_input(cfg, window, message_estimator(cfg))
+    return steps_before_replies(messages, kimi_simple_compaction, zoo, kimi_trigger(cfg, window, None), _view)
 
 
 def _view(history: list[Message], keys: dict[int, str]) -> list[str]:

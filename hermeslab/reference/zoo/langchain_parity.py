@@ -9,31 +9,18 @@ message alike.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from hermeslab.context.budget import derive_budgets
-from hermeslab.context.types import SummaryOutcome, SummaryRequest
-from hermeslab.context.zoo_common import Message, ZooInput, split_system
+from hermeslab.context.zoo_common import Message, split_system
 from hermeslab.core.config import Config, CompressionConfig
 from hermeslab.core.tokens import message_estimator
 from hermeslab.policies.langchain import TOO_LONG, POLICY, PRESET, langchain_summarization, summary_of, trigger
 from hermeslab.reference.zoo.checks import ParityCheck, Step, Variant
 from hermeslab.reference.zoo.client import ZooReference
+from hermeslab.reference.zoo.stepping import STUB, steps_before_replies, stub_zoo_input
 from hermeslab.reference.zoo.venv import LANGCHAIN
 
-STUB = "the stub summary"
 SUMMARY = "summary"
-
-
-class _Stub:
-    """A summariser with a fixed answer, or one that always fails."""
-
-    def __init__(self, fails: bool):
-        self.fails = fails
-
-    def summarise(self, request: SummaryRequest) -> SummaryOutcome:
-        return SummaryOutcome(body="", error="the summary model is down") if self.fails else SummaryOutcome(body=STUB)
 
 
 def compression(fraction: float) -> CompressionConfig:
@@ -64,26 +51,13 @@ def reference(sessions: list[list[Message]], variants: list[dict[str, Any]]) -> 
 def ours(messages: list[Message], params: dict[str, Any]) -> list[Step]:
     cfg = compression(params["fraction"])
     window = params["window"]
-    estimate = message_estimator(cfg)
-    # The budgets size the summary request only (the stub ignores them).
-    budgets = derive_budgets(dataclasses.replace(cfg, strategy="summary"), window)
-    zoo = ZooInput(cfg=cfg, budgets=budgets, summariser=_Stub(params.get("fails", False)), estimate=estimate)
-    threshold = trigger(cfg, window, None)
-    keys = {id(m): f"m{i}" for i, m in enumerate(messages)}
-    history: list[Message] = []
-    memory: dict[str, Any] = {}
-    steps: list[Step] = []
-    for index, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            compacted = False
-            if sum(estimate(m) for m in history) >= threshold:
-                outcome = langchain_summarization(history, zoo, memory)
-                if outcome.condensed:
-                    history, compacted = list(outcome.messages), True
-            _, rest = split_system(history)
-            steps.append({"at": index, "compacted": compacted, "view": [keys.get(id(m), SUMMARY) for m in rest]})
-        history.append(message)
-    return steps
+    zoo = stub_zoo_input(cfg, window, message_estimator(cfg), params.get("fails", False))
+    return steps_before_replies(messages, langchain_summarization, zoo, trigger(cfg, window, None), _view)
+
+
+def _view(history: list[Message], keys: dict[int, str]) -> list[str]:
+    _, rest = split_system(history)
+    return [keys.get(id(m), SUMMARY) for m in rest]
 
 
 CHECK = ParityCheck(
