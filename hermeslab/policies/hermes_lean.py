@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Citation, Policy, Preset
+from .hermes import POLICY as HERMES_0_19
 
 #: The release the newest readable sources are closest to (``hermes_cli/__init__.py`` at ``VERSION_COMMIT``).
 HERMES_VERSION = "0.21.3"
@@ -52,48 +53,10 @@ _COMPRESSOR = f"agent/context_compressor.py @ {HERMES_COMMIT[:8]}"
 _GUIDE = f"website/docs/developer-guide/context-compression-and-caching.md @ {HERMES_COMMIT[:8]}"
 _DEFAULTS = f"hermes_cli/config_defaults.py @ {VERSION_COMMIT[:8]}, DEFAULT_CONFIG['compression']"
 
-#: Switches of ``hermes-0.19`` this version is taken to keep: not re-read at ``HERMES_COMMIT``.
-CARRIED_FROM_0_19: dict[str, Any] = {
-    "compression.estimator": "rough",
-    "compression.min_saving": 0.0,
-    "compression.summary_aware_head": False,
-    "compression.cap_reply_anchor": False,
-    "compression.fit_tail_to_budget": False,
-    "compression.keep_latest_user": False,
-    "compression.prune_head": True,
-    "compression.keep_original_task": False,
-    "compression.missing_results": "drop",
-    "compression.system_note": True,
-    "compression.strip_old_images": True,
-    "compression.rewrite_unshrunk_args": True,
-    "compression.name_duplicate_source": False,
-    "compression.tail_after_fixed_cost": False,
-    "compression.summarise_whole_span": False,
-    "compression.fit_on_overflow": False,
-    "compression.retry_overflow_that_fits": False,
-    "compression.overflow_allowance_per_call": False,
-    "compression.system_in_pipeline": False,
-    "compression.reinsert_latest_user": False,
-    "compression.refuse_no_gain": False,
-    "compression.breaker_rearms": True,
-    "compression.ground_task_snapshot": True,
-    "compression.apply_any_change": True,
-    "compression.judge_by_estimate": False,
-    "compression.merged_summary_last": True,
-    "compression.usage_gap_settles_verdict": True,
-    "compression.summary_fits_window": False,
-    "compression.drop_when_summary_cannot_fit": False,
-    "compression.strike_when_nothing_to_summarise": True,
-    "compression.withdraw_unanswered_input": False,
-    # Hermes's frame is longer still at this commit; 0.19's length is the nearer of hermeslab's two.
-    "compression.long_summary_frame": True,
-    "compression.normalise_requests": True,
-    "compression.pressure_every_call": True,
-    "compression.pressure_counts_against_overflow": True,
-    "compression.preflight_gate": True,
-    "compression.preflight_system_as_text": True,
-    "compression.summary_fact_context": False,
-}
+#: Switches of ``hermes-0.19`` this version is taken to keep, with 0.19's values: not re-read at ``HERMES_COMMIT``.
+#: The rules below replace the ones that were re-read. Among those kept, Hermes's summary frame is longer still at
+#: this commit; 0.19's length is the nearer of hermeslab's two.
+CARRIED_FROM_0_19: dict[str, Any] = dict(HERMES_0_19.presets[0].overrides)
 
 #: What both tail modes share at ``HERMES_COMMIT``: triggers, failure handling, storage.
 _SHARED: dict[str, Any] = {
