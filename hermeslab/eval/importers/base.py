@@ -10,7 +10,8 @@ it is JSON, its parsed start), so detection stays cheap on large logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,3 +72,24 @@ class SourceFormat:
     read: Callable[[Path, ImportOptions], Iterable[Recording | Skip]]
     #: For formats kept as a folder of files (an event stream): whether a folder is one.
     recognises_folder: Callable[[Path], bool] | None = None
+
+
+def json_lines(path: Path, unreadable: str = "") -> Iterator[tuple[int, Any] | Skip]:
+    """Each non-blank line of a JSON Lines file as ``(line number, value)``, or a `Skip` for a line that is not
+    JSON (``unreadable`` is added to its reason) so the reader can go on without it."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                yield Skip(f"{path}:{number}", f"not a JSON line ({exc}){unreadable}")
+
+
+def json_document(path: Path) -> Any:
+    """The file as one JSON value, or a `Skip` saying why it is not one."""
+    try:
+        return json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return Skip(str(path), f"not a JSON document: {exc}")

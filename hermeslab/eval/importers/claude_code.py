@@ -23,7 +23,6 @@ test/fixtures/transcripts, commit 8cc42b0b).
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_lines
 from .transcript import Transcript, content_text, finished
 
 #: Line types Claude Code writes; only ``user`` and ``assistant`` lines carry messages.
@@ -48,19 +47,13 @@ def _recognises(sample: Sample) -> bool:
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
     rows: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                yield Skip(f"{path}:{number}", f"not a JSON line ({exc}); the session is read without it")
-                continue
-            if not isinstance(row, dict):
-                yield Skip(f"{path}:{number}", f"a Claude Code line is an object, got {json_kind(row)}")
-                continue
-            rows.append(row)
+    for item in json_lines(path, "; the session is read without it"):
+        if isinstance(item, Skip):
+            yield item
+        elif not isinstance(item[1], dict):
+            yield Skip(f"{path}:{item[0]}", f"a Claude Code line is an object, got {json_kind(item[1])}")
+        else:
+            rows.append(item[1])
     yield session_recording(rows, path)
 
 

@@ -21,14 +21,13 @@ carried is added as the user turn. ``compacted`` lines and remote
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_lines
 from .transcript import Transcript, content_text, finished
 
 LINE_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
@@ -46,19 +45,13 @@ def _recognises(sample: Sample) -> bool:
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
     lines: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                yield Skip(f"{path}:{number}", f"not a JSON line ({exc}); the rollout is read without it")
-                continue
-            if not isinstance(line, dict):
-                yield Skip(f"{path}:{number}", f"a rollout line is an object, got {json_kind(line)}")
-                continue
-            lines.append(line)
+    for item in json_lines(path, "; the rollout is read without it"):
+        if isinstance(item, Skip):
+            yield item
+        elif not isinstance(item[1], dict):
+            yield Skip(f"{path}:{item[0]}", f"a rollout line is an object, got {json_kind(item[1])}")
+        else:
+            lines.append(item[1])
     yield rollout_recording(lines, path)
 
 

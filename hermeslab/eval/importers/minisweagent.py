@@ -12,14 +12,13 @@ and cost go to ``meta``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_document
 from .transcript import Transcript, finished
 
 FORMAT_TAG = "mini-swe-agent"
@@ -38,12 +37,8 @@ def _recognises(sample: Sample) -> bool:
 
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
-    try:
-        document = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        yield Skip(str(path), f"not a JSON document: {exc}")
-        return
-    yield trajectory_recording(document, path)
+    document = json_document(path)
+    yield document if isinstance(document, Skip) else trajectory_recording(document, path)
 
 
 def trajectory_recording(document: Any, path: Path) -> Recording | Skip:

@@ -34,7 +34,7 @@ from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_lines
 from .transcript import Transcript, finished
 
 #: Events that never reach the model.
@@ -85,16 +85,8 @@ def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
 
 
 def _read_lines(path: Path) -> Iterator[Recording | Skip]:
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                yield Skip(f"{path}:{number}", f"not a JSON line ({exc})")
-                continue
-            yield _instance_recording(line, path, f"{path}:{number}", number)
+    for item in json_lines(path):
+        yield item if isinstance(item, Skip) else _instance_recording(item[1], path, f"{path}:{item[0]}", item[0])
 
 
 def _instance_recording(line: Any, path: Path, where: str, number: int | None = None) -> Recording | Skip:

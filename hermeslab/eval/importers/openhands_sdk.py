@@ -25,7 +25,7 @@ from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_document
 from .transcript import Transcript, content_text, finished
 
 EVENT_FILE = re.compile(r"event-(\d+)-.+\.json")
@@ -46,12 +46,8 @@ def _recognises_folder(folder: Path) -> bool:
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
     if not path.is_dir():
-        try:
-            events = json.loads(path.read_bytes())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            yield Skip(str(path), f"not a JSON document: {exc}")
-            return
-        yield events_recording(events, f"openhands/{path.stem}", str(path))
+        events = json_document(path)
+        yield events if isinstance(events, Skip) else events_recording(events, f"openhands/{path.stem}", str(path))
         return
     events = []
     files = [child for child in path.iterdir() if EVENT_FILE.fullmatch(child.name)]

@@ -19,7 +19,7 @@ from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_document
 from .transcript import Transcript, finished
 
 
@@ -30,12 +30,8 @@ def _recognises(sample: Sample) -> bool:
 
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
-    try:
-        document = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        yield Skip(str(path), f"not a JSON document: {exc}")
-        return
-    yield trajectory_recording(document, path)
+    document = json_document(path)
+    yield document if isinstance(document, Skip) else trajectory_recording(document, path)
 
 
 def _listed(value: Any) -> list[Any]:
