@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermeslab.recordings import Recording
+from hermeslab.recordings import Recording, json_kind
 
 if TYPE_CHECKING:
     from hermeslab.core.config import Config
@@ -85,6 +85,21 @@ def json_lines(path: Path, unreadable: str = "") -> Iterator[tuple[int, Any] | S
                 yield number, json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 yield Skip(f"{path}:{number}", f"not a JSON line ({exc}){unreadable}")
+
+
+def json_object_lines(path: Path, kind: str, unreadable: str) -> tuple[list[dict[str, Any]], list[Skip]]:
+    """The objects of a JSON Lines file whose every line is one, and a `Skip` for each line that is not JSON or
+    not an object (``kind`` names the file's lines in its reason)."""
+    objects: list[dict[str, Any]] = []
+    skipped: list[Skip] = []
+    for item in json_lines(path, unreadable):
+        if isinstance(item, Skip):
+            skipped.append(item)
+        elif not isinstance(item[1], dict):
+            skipped.append(Skip(f"{path}:{item[0]}", f"a {kind} line is an object, got {json_kind(item[1])}"))
+        else:
+            objects.append(item[1])
+    return objects, skipped
 
 
 def json_document(path: Path) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat, json_lines
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_object_lines
 from .transcript import Transcript, content_text, finished
 
 #: Line types Claude Code writes; only ``user`` and ``assistant`` lines carry messages.
@@ -46,14 +46,8 @@ def _recognises(sample: Sample) -> bool:
 
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
-    rows: list[dict[str, Any]] = []
-    for item in json_lines(path, "; the session is read without it"):
-        if isinstance(item, Skip):
-            yield item
-        elif not isinstance(item[1], dict):
-            yield Skip(f"{path}:{item[0]}", f"a Claude Code line is an object, got {json_kind(item[1])}")
-        else:
-            rows.append(item[1])
+    rows, skipped = json_object_lines(path, "Claude Code", "; the session is read without it")
+    yield from skipped
     yield session_recording(rows, path)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from hermeslab.recordings import Recording, json_kind
 
-from .base import ImportOptions, Sample, Skip, SourceFormat, json_lines
+from .base import ImportOptions, Sample, Skip, SourceFormat, json_object_lines
 from .transcript import Transcript, content_text, finished
 
 LINE_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
@@ -44,14 +44,8 @@ def _recognises(sample: Sample) -> bool:
 
 
 def _read(path: Path, options: ImportOptions) -> Iterator[Recording | Skip]:
-    lines: list[dict[str, Any]] = []
-    for item in json_lines(path, "; the rollout is read without it"):
-        if isinstance(item, Skip):
-            yield item
-        elif not isinstance(item[1], dict):
-            yield Skip(f"{path}:{item[0]}", f"a rollout line is an object, got {json_kind(item[1])}")
-        else:
-            lines.append(item[1])
+    lines, skipped = json_object_lines(path, "rollout", "; the rollout is read without it")
+    yield from skipped
     yield rollout_recording(lines, path)
 
 
