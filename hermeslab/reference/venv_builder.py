@@ -15,6 +15,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
@@ -22,6 +23,24 @@ from filelock import FileLock
 from hermeslab.core.hermes_install import MARKER_NAME, venv_python
 from hermeslab.reference.errors import HermesReferenceError
 from hermeslab.reference.venv import ReferenceNotInstalledError, run_streamed
+
+
+@dataclass(frozen=True)
+class PinnedDistribution:
+    """A distribution pinned to one version, and the module whose import proves it installed."""
+
+    distribution: str
+    version: str
+    probe: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def folder(self) -> str:
+        """The venv's folder name under its home."""
+        return f"{self.distribution}-{self.version}"
 
 
 def default_place(home_env_var: str, folder: str) -> Path:

@@ -28,6 +28,7 @@ from pathlib import Path
 from hermeslab.reference.errors import HermesReferenceError
 from hermeslab.reference.venv import ReferenceNotInstalledError
 from hermeslab.reference.venv_builder import (
+    PinnedDistribution,
     build_once,
     create_if_missing,
     default_place,
@@ -54,22 +55,11 @@ class OpenHandsNotInstalledError(ReferenceNotInstalledError, OpenHandsReferenceE
 
 
 @dataclass(frozen=True)
-class Release:
+class Release(PinnedDistribution):
     """One OpenHands distribution pinned to a version, and the module whose import proves the install."""
 
-    distribution: str
-    version: str
-    probe: str
     #: The worker's family argument: ``sdk`` or ``legacy``.
     family: str
-
-    @property
-    def requirement(self) -> str:
-        return f"{self.distribution}=={self.version}"
-
-    @property
-    def folder(self) -> str:
-        return f"{self.distribution}-{self.version}"
 
 
 #: The SDK (the LLM summarizing condenser) and the last release with the older condensers.

@@ -25,6 +25,7 @@ from pathlib import Path
 from hermeslab.reference.errors import HermesReferenceError
 from hermeslab.reference.venv import ReferenceNotInstalledError
 from hermeslab.reference.venv_builder import (
+    PinnedDistribution,
     build_once,
     create_if_missing,
     default_place,
@@ -48,22 +49,11 @@ class ZooNotInstalledError(ReferenceNotInstalledError, ZooReferenceError):
 
 
 @dataclass(frozen=True)
-class Package:
+class Package(PinnedDistribution):
     """One agent's distribution pinned to a version, the module whose import proves it, the Pythons it accepts."""
 
-    distribution: str
-    version: str
-    probe: str
     #: Oldest and newest (major, minor) the package declares.
     pythons: tuple[tuple[int, int], tuple[int, int]]
-
-    @property
-    def requirement(self) -> str:
-        return f"{self.distribution}=={self.version}"
-
-    @property
-    def folder(self) -> str:
-        return f"{self.distribution}-{self.version}"
 
 
 def default_path(package: Package) -> Path:
