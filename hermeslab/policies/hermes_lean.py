@@ -113,59 +113,63 @@ def _c(rule: str, hermeslab: str, where: str) -> Citation:
 
 CITATIONS: tuple[Citation, ...] = (
     _c("Lean is the default tail mode; legacy keeps threshold x target_ratio", "compression.tail_mode",
-       f"{_DEFAULTS} 'tail_mode': 'lean'; {_COMPRESSOR} ContextCompressor.__init__ tail_mode='lean', "
-       "tail_token_budget property"),
+       f"{_DEFAULTS} 'tail_mode': 'lean'; {_COMPRESSOR} ContextCompressor.__init__ 2692-2700 (tail_mode='lean' "
+       "at 2699, 2704), tail_token_budget property 2173-2188"),
     _c("Lean tail: 2.5% of the window clamped to 10,000..25,000 tokens", "context.lean_tail.lean_tail_tokens",
-       f"{_COMPRESSOR} LEAN_TAIL_FLOOR_TOKENS, LEAN_TAIL_CAP_TOKENS, tail_token_budget property (0.025)"),
+       f"{_COMPRESSOR} LEAN_TAIL_FLOOR_TOKENS 941, LEAN_TAIL_CAP_TOKENS 942, tail_token_budget property "
+       "2173-2188 (0.025 at 2178)"),
     _c("Either tail never over 20% of the window, nor its 1.5x overshoot", "compression.tail_max_context_share",
-       f"{_COMPRESSOR} TAIL_MAX_CONTEXT_FRACTION, tail_token_budget property; {_GUIDE} Phase 2"),
+       f"{_COMPRESSOR} TAIL_MAX_CONTEXT_FRACTION 946, tail_token_budget property 2181-2182, "
+       f"_tail_soft_ceiling 3105-3113; {_GUIDE} Phase 2, 501-523"),
     _c("Tail tool results older than the newest 6 rounds and >= 1,500 chars become a stub",
        "context.lean_tail.demote_stale_tail_tools",
-       f"{_COMPRESSOR} _LEAN_TAIL_KEEP_TOOL_ROUNDS, _LEAN_TAIL_DEMOTE_MIN_CHARS, _demote_stale_tail_tools"),
+       f"{_COMPRESSOR} _LEAN_TAIL_KEEP_TOOL_ROUNDS 954, _LEAN_TAIL_DEMOTE_MIN_CHARS 955, "
+       "_demote_stale_tail_tools 3536-3562"),
     _c("Anchor index: 7 pattern categories, per-category caps, 7,000-char budget, most frequent first",
-       "context.anchor_index", f"{_COMPRESSOR} _LEAN_ANCHOR_BUDGET_CHARS, _ANCHOR_PATTERNS, _ANCHOR_NOISE, "
-                               "_build_anchor_index"),
+       "context.anchor_index", f"{_COMPRESSOR} _LEAN_ANCHOR_BUDGET_CHARS 1079, _ANCHOR_PATTERNS "
+                               "1080-1088, _ANCHOR_NOISE 1089-1091, _build_anchor_index 1094-1125"),
     _c("Every real user message verbatim, newest first, 24,000 chars, 4,000 per message",
        "context.lean_summary.user_messages_section",
-       f"{_COMPRESSOR} _LEAN_USER_MESSAGES_BUDGET_CHARS, _LEAN_USER_MESSAGE_MAX_CHARS, "
-       "_build_verbatim_user_section"),
+       f"{_COMPRESSOR} _LEAN_USER_MESSAGES_BUDGET_CHARS 948, _LEAN_USER_MESSAGE_MAX_CHARS 949, "
+       "_build_verbatim_user_section 1004-1032"),
     _c("Recovery footer naming session_search; sections appended once, in this order, lean mode only",
        "context.lean_summary.augment_summary",
-       f"{_COMPRESSOR} _build_recovery_footer, _augment_summary_lean"),
+       f"{_COMPRESSOR} _build_recovery_footer 1035-1049, _augment_summary_lean 3597-3608"),
     _c("One summary call per compaction; an input over 160,000 chars sampled in 8 even slices with markers",
        "context.record_sampling.sample_records",
-       f"{_COMPRESSOR} _SUMMARY_INPUT_MAX_CHARS, _SAMPLED_INPUT_SLICES, _sample_summary_records, "
-       "_bound_oversized_record; _SUMMARY_ROUTE_PIN comment (#96603)"),
+       f"{_COMPRESSOR} _SUMMARY_INPUT_MAX_CHARS 834, _SAMPLED_INPUT_SLICES 3632, _sample_summary_records "
+       "3665-3785, _bound_oversized_record 3634-3649; the comment above _SUMMARY_ROUTE_PIN, 52-68 (#96603 at 68)"),
     _c("Threshold 0.50, floored at 0.75 below 512K windows", "compression.small_window_limit",
-       f"{_COMPRESSOR} _SMALL_CTX_WINDOW_LIMIT, _SMALL_CTX_THRESHOLD_PERCENT, _effective_threshold_percent; "
-       f"{_DEFAULTS} 'threshold': 0.50"),
+       f"{_COMPRESSOR} _SMALL_CTX_WINDOW_LIMIT 1203, _SMALL_CTX_THRESHOLD_PERCENT 1204, "
+       f"_effective_threshold_percent 2648-2653; {_DEFAULTS} 'threshold': 0.50"),
     _c("64K floor held to 85% of the window where it binds; 85% when the window is unreachable",
-       "compression.floor_trigger_ratio", f"{_COMPRESSOR} _MIN_CTX_TRIGGER_RATIO, _compute_threshold_tokens"),
+       "compression.floor_trigger_ratio", f"{_COMPRESSOR} _MIN_CTX_TRIGGER_RATIO 2612, "
+       "_compute_threshold_tokens 2655-2690"),
     _c("Trigger capped at threshold_tokens 256,000 (clamped to the window)", "compression.max_threshold_tokens",
-       f"{_DEFAULTS} 'threshold_tokens': 256_000; {_COMPRESSOR} _effective_threshold_cap, "
-       "_apply_threshold_tokens_cap"),
+       f"{_DEFAULTS} 'threshold_tokens': 256_000; {_COMPRESSOR} _effective_threshold_cap 2561-2564, "
+       "_apply_threshold_tokens_cap 2637-2646"),
     _c("Usage anchor: last prompt + completion tokens plus a rough estimate of messages added since; "
        "no anchor: an estimate over the threshold waits one request", "compression.usage_anchor",
-       f"{_GUIDE} 'Token accounting: provider anchors and explicit heuristic fallbacks'"),
+       f"{_GUIDE} 'Token accounting: provider anchors and explicit heuristic fallbacks', 107-170"),
     _c("Failed or stalled summary: cooldown 60 -> 300 -> 900 s, per session, persisted",
        "compression.failure_cooldown_ladder",
-       f"{_COMPRESSOR} _TIMEOUT_COOLDOWN_LADDER, _next_timeout_cooldown; {_GUIDE} 'Failure cooldown and "
-       "provider-proven overflow'"),
+       f"{_COMPRESSOR} _TIMEOUT_COOLDOWN_LADDER 811, _next_timeout_cooldown 814-821; {_GUIDE} 'Failure "
+       "cooldown and provider-proven overflow', 172-221"),
     _c("Terminal failures (auth/quota, network, empty, overloaded) abort keeping the transcript; a repeated "
        "stall takes the deterministic fallback", "compression.fallback_summary_rule",
-       f"{_COMPRESSOR} _TERMINAL_SUMMARY_FAILURES, _classify_summary_failure, DETERMINISTIC_SUMMARY_ROUTE; "
-       f"{_GUIDE} same section"),
+       f"{_COMPRESSOR} _TERMINAL_SUMMARY_FAILURES 769-805, _classify_summary_failure 734-764, "
+       f"DETERMINISTIC_SUMMARY_ROUTE 99; {_GUIDE} same section, 194-214"),
     _c("Provider-proven overflow: one bounded attempt past the cooldown (max_attempts 3)",
-       "compression.overflow_obeys_breaker", f"{_GUIDE} same section; {_DEFAULTS} 'max_attempts': 3"),
+       "compression.overflow_obeys_breaker", f"{_GUIDE} same section, 215-220; {_DEFAULTS} 'max_attempts': 3"),
     _c("Summary cap min(5% of the window, 10,000)", "compression.summary_context_share",
-       f"{_COMPRESSOR} _SUMMARY_TOKENS_CEILING, max_summary_tokens property"),
+       f"{_COMPRESSOR} _SUMMARY_TOKENS_CEILING 827, max_summary_tokens property 2190-2194"),
     _c("Compaction in place by default; compacted rows archived under the same session id",
-       "compression.in_place", f"{_DEFAULTS} 'in_place': True; {_GUIDE} 'In-place compaction'"),
+       "compression.in_place", f"{_DEFAULTS} 'in_place': True; {_GUIDE} 'In-place compaction', 275-284"),
     _c("protect_first_n 3, protect_last_n 20, 8-message tail floor", "compression.tail_floor_cap",
-       f"{_DEFAULTS}; {_COMPRESSOR} _MAX_TAIL_MESSAGE_FLOOR"),
+       f"{_DEFAULTS}; {_COMPRESSOR} __init__ defaults 2693; _MAX_TAIL_MESSAGE_FLOOR 1184"),
     _c("min_tail_user_messages 1 and tail_assistant_max_chars 0 are the defaults: the single last-user anchor "
        "and no cut, which is what hermes-0.19's rules already do", "(no switch)",
-       f"{_DEFAULTS}; {_GUIDE} parameter table"),
+       f"{_DEFAULTS}; {_GUIDE} parameter table 256-273 (264, 265)"),
     _c("Version 0.21.3", "HERMES_VERSION", f"hermes_cli/__init__.py and pyproject.toml @ {VERSION_COMMIT[:8]}"),
 )
 
