@@ -21,24 +21,15 @@ Prints one JSON line and writes it to benchmarks/results/hermes_eval_parity.json
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from _record import ROOT, Record, add_out_option, children_cpu_seconds
+from _record import Record, add_out_option, children_cpu_seconds
+from _recordings import OWN, SHARED, recordings_by_file
 
 from hermeslab.reference.hermes_eval_arms import default_source, ours, read_source, reference, variants
 from hermeslab.reference.zoo.checks import Tally
 
-#: The shared recordings: ``../shared/datasets`` beside the checkout.
-SHARED = ROOT.parent / "shared" / "datasets"
-OWN = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
-
-
-def load(path: Path, limit: int | None) -> list[dict]:
-    with path.open(encoding="utf-8") as handle:
-        sessions = [json.loads(line) for line in handle if line.strip()]
-    return sessions[:limit] if limit else sessions
 
 
 def main() -> None:
@@ -54,10 +45,9 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     record = Record("hermes_eval_parity")
-    files = sorted(args.datasets.glob("*.jsonl")) + ([OWN] if OWN.exists() else [])
-    if not files:
+    data = recordings_by_file(args.datasets, args.limit)
+    if not data:
         parser.error(f"no recordings (*.jsonl) in {args.datasets} and no {OWN.name}")
-    data = {path.name: load(path, args.limit) for path in files}
     names = [name for name, sessions in data.items() for _ in sessions]
     sessions = [session for group in data.values() for session in group]
     runs = variants()

@@ -17,11 +17,11 @@ Prints one JSON line and writes it to benchmarks/results/openhands_parity.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from _record import ROOT, Record, add_out_option
+from _record import Record, add_out_option
+from _recordings import SHARED, recordings_by_file
 
 from hermeslab.policies.openhands import AMORTIZED, MASKING, SUMMARIZING
 from hermeslab.reference.openhands.client import OpenHandsReference
@@ -29,9 +29,6 @@ from hermeslab.reference.openhands.compare import Tally
 from hermeslab.reference.openhands.steps import preset_config, replay
 from hermeslab.reference.openhands.venv import LEGACY, SDK
 
-#: The shared recordings: ``../shared/datasets`` beside the checkout.
-SHARED = ROOT.parent / "shared" / "datasets"
-OWN = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
 BATCH = 25
 
 #: (name, release, OpenHands condenser, its parameters, preset, hermeslab overrides).
@@ -49,12 +46,6 @@ VARIANTS = [
 ]
 
 
-def load(path: Path, limit: int | None) -> list[dict]:
-    with path.open(encoding="utf-8") as handle:
-        sessions = [json.loads(line) for line in handle if line.strip()]
-    return sessions[:limit] if limit else sessions
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=Path, default=SHARED, help="folder of recorded-session .jsonl files")
@@ -63,8 +54,7 @@ def main() -> None:
     add_out_option(parser, "openhands_parity")
     args = parser.parse_args()
     record = Record("openhands_parity")
-    files = sorted(args.datasets.glob("*.jsonl")) + ([OWN] if OWN.exists() else [])
-    data = {path.name: load(path, args.limit) for path in files}
+    data = recordings_by_file(args.datasets, args.limit)
     variants = [v for v in VARIANTS if args.only is None or v[0] in args.only]
     overall, per_variant, seconds = Tally(), {}, {"openhands": 0.0, "hermeslab": 0.0}
     per_condenser: dict[str, Tally] = {}

@@ -20,24 +20,15 @@ Prints one JSON line and writes it to benchmarks/results/zoo_parity.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from _record import ROOT, Record, add_out_option, children_cpu_seconds
+from _record import Record, add_out_option, children_cpu_seconds
+from _recordings import OWN, SHARED, recordings_by_file
 
 from hermeslab.reference.venv import ReferenceNotInstalledError
 from hermeslab.reference.zoo.checks import ParityCheck, Tally, discover
 
-#: The shared recordings: ``../shared/datasets`` beside the checkout.
-SHARED = ROOT.parent / "shared" / "datasets"
-OWN = ROOT / "datasets" / "hermeslab_offline_sessions.jsonl"
-
-
-def load(path: Path, limit: int | None) -> list[dict]:
-    with path.open(encoding="utf-8") as handle:
-        sessions = [json.loads(line) for line in handle if line.strip()]
-    return sessions[:limit] if limit else sessions
 
 
 def run_check(check: ParityCheck, data: dict[str, list[dict]], seconds: dict[str, float]) -> dict:
@@ -72,10 +63,9 @@ def main() -> None:
     add_out_option(parser, "zoo_parity")
     args = parser.parse_args()
     record = Record("zoo_parity")
-    files = sorted(args.datasets.glob("*.jsonl")) + ([OWN] if OWN.exists() else [])
-    if not files:
+    data = recordings_by_file(args.datasets, args.limit)
+    if not data:
         parser.error(f"no recordings (*.jsonl) in {args.datasets} and no {OWN.name}")
-    data = {path.name: load(path, args.limit) for path in files}
     checks, broken = discover()
     unknown = sorted(set(args.only or ()) - set(checks))
     if unknown:
