@@ -118,10 +118,15 @@ def checked_pass(messages: list[dict], run: Callable[[list[dict]], Any], *, join
     return result
 
 
+def recorded_sessions(path: Path, count: int) -> list[list[dict]]:
+    """The messages of the first ``count`` sessions of a recorded-session file."""
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line)["messages"] for line in handle if line.strip()][:count]
+
+
 def own_sessions(count: int) -> list[list[dict]]:
     """The messages of the first ``count`` shipped sessions."""
-    with OWN.open(encoding="utf-8") as handle:
-        return [json.loads(line)["messages"] for line in handle][:count]
+    return recorded_sessions(OWN, count)
 
 
 def assert_agrees_with_reference(check: Any, recordings: list[list[dict]], variants: list[dict]) -> None:

@@ -9,8 +9,6 @@ naming that command, and fails under CI=true.
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -38,10 +36,8 @@ from hermeslab.policies.kimi_cli import (
 )
 from hermeslab.reference.zoo.checks import Tally
 from hermeslab.reference.zoo.kimi_cli_parity import CHECK, PACKAGE
+from policy_checks import own_sessions, recorded_sessions, users_joined
 from shared_data import dataset, zoo_venv
-
-OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
-
 
 class Fixed:
     def __init__(self, body: str = "THE SUMMARY"):
@@ -154,31 +150,21 @@ def conversations(draw) -> list[dict]:
     return messages
 
 
-def _users_joined(messages: list[dict]) -> list[dict]:
-    """Each run of user messages counted once, as chat APIs join consecutive user turns."""
-    return [m for i, m in enumerate(messages) if not (i and m["role"] == "user" == messages[i - 1]["role"])]
-
-
 @settings(max_examples=150, deadline=None)
 @given(conversations(), st.integers(0, 4), st.booleans())
 def test_tool_pairs_and_role_order_survive(messages, keep, fails):
     out = kimi_simple_compaction(messages, _zoo(Fixed("") if fails else Fixed(), protect_last_n=keep), {})
     assert orphan_tool_messages(out.messages) <= orphan_tool_messages(messages)
     # Kimi puts its summary, a user message, right before the kept part, which may open with a user message.
-    assert role_order_problems(_users_joined(out.messages)) <= role_order_problems(_users_joined(messages))
+    assert role_order_problems(users_joined(out.messages)) <= role_order_problems(users_joined(messages))
     kept = sum(m["role"] in ("user", "assistant") for m in out.messages[1:] if not m.get("_compressed_summary"))
     if out.condensed:
         assert kept == keep
 
 
-def _sessions(path: Path, count: int) -> list[list[dict]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line)["messages"] for line in handle if line.strip()][:count]
-
-
 def test_decisions_equal_kimis_own_trigger_and_compaction():
     zoo_venv(PACKAGE)
-    sessions = _sessions(OWN, 8) + _sessions(dataset("mini_swe_agent_gemini3pro_swebv.jsonl"), 4)
+    sessions = own_sessions(8) + recorded_sessions(dataset("mini_swe_agent_gemini3pro_swebv.jsonl"), 4)
     theirs = CHECK.reference(sessions, [variant.params for variant in CHECK.variants])
     compactions = 0
     for variant, reference in zip(CHECK.variants, theirs):

@@ -9,8 +9,6 @@ without it they skip naming that command, and fail under CI=true.
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -36,10 +34,8 @@ from hermeslab.policies.swe_agent import (
 )
 from hermeslab.reference.zoo.checks import Tally
 from hermeslab.reference.zoo.swe_agent_parity import CHECK, PACKAGE
+from policy_checks import own_sessions, recorded_sessions
 from shared_data import dataset, zoo_venv
-
-OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
-
 
 def _zoo(keep_last: int = KEEP_LAST_OBSERVATIONS) -> ZooInput:
     base = CompressionConfig()
@@ -161,14 +157,9 @@ def test_rewriting_in_place_step_by_step_equals_one_pass_over_the_whole_log(mess
     assert stepwise == last_n_observations(messages, _zoo(keep_last), {}).messages
 
 
-def _sessions(path: Path, count: int) -> list[list[dict]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line)["messages"] for line in handle if line.strip()][:count]
-
-
 def test_decisions_equal_swe_agents_own_processor():
     zoo_venv(PACKAGE)
-    sessions = _sessions(OWN, 10) + _sessions(dataset("mini_swe_agent_gemini3pro_swebv.jsonl"), 5)
+    sessions = own_sessions(10) + recorded_sessions(dataset("mini_swe_agent_gemini3pro_swebv.jsonl"), 5)
     theirs = CHECK.reference(sessions, [variant.params for variant in CHECK.variants])
     for variant, reference in zip(CHECK.variants, theirs):
         tally = Tally()
