@@ -1,8 +1,8 @@
 """The pure pieces of lean-era Hermes compaction, each against the rule it reproduces.
 
 Rules were read in NousResearch/hermes-agent ``agent/context_compressor.py`` at
-commit 042431a7 (the symbol each test names); the read-only file index that
-served it gives character offsets, not lines, so the symbol is the citation.
+commit 042431a7; each test names the symbol and its line(s), counted in the
+whole stored text of the file at that commit.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hermeslab.context.record_sampling import GAP_MARKER, bound_record, sample_r
 
 
 def test_each_category_finds_its_identifiers():
-    """_ANCHOR_PATTERNS: PR/issue numbers, commit SHAs, branches, files, error lines, handles, URLs."""
+    """_ANCHOR_PATTERNS (1080-1088): PR/issue numbers, commit SHAs, branches, files, error lines, handles, URLs."""
     text = ("Fixed #12345 in a1b2c3d4e5f on fix/tail-budget, edited agent/context_compressor.py; "
             "ValueError: bad tail\nping @alice see https://example.com/pull/12345")
     lines = index_lines([{"role": "user", "content": text}])
@@ -39,7 +39,7 @@ def test_each_category_finds_its_identifiers():
 
 
 def test_most_frequent_first_then_most_recent_and_counts_shown():
-    """_build_anchor_index: sorted by (-count, -last_seen); a value seen more than once reads ``v(xN)``."""
+    """_build_anchor_index (1094-1125): sorted by (-count, -last_seen); a value seen more than once reads ``v(xN)``."""
     text = "#1001 #2002 #2002 #3003 #1001 #2002"
     category = CATEGORIES[0]
     assert ranked_values(category, text) == [("#2002", 3), ("#1001", 2), ("#3003", 1)]
@@ -47,13 +47,14 @@ def test_most_frequent_first_then_most_recent_and_counts_shown():
 
 
 def test_owner_handle_is_noise_and_trailing_punctuation_is_dropped():
-    """_ANCHOR_NOISE leaves out @teknium; values are stripped of trailing '.,;:'."""
+    """_ANCHOR_NOISE (1089-1091) leaves out @teknium; values are stripped of trailing '.,;:'."""
     lines = index_lines([{"role": "user", "content": "thanks @teknium and @bob-smith. Fixed #4242."}])
     assert lines == ["PRs/issues: #4242", "handles: @bob-smith"]
 
 
 def test_the_budget_stops_at_the_first_category_that_would_pass_it():
-    """_LEAN_ANCHOR_BUDGET_CHARS = 7_000: a line that would pass it ends the index (later ones too)."""
+    """_LEAN_ANCHOR_BUDGET_CHARS = 7_000 (1079; checked at 1114): a line that would pass it ends the index
+    (later ones too)."""
     issues = " ".join(f"#{n}" for n in range(1000, 1120))
     shas = " ".join(f"{n:040x}" for n in range(1, 41))
     turns = [{"role": "user", "content": f"{issues}\n{shas}\n@carol"}]
@@ -90,7 +91,7 @@ def _user(text):
 
 
 def test_real_user_messages_newest_first_quoted_and_scaffolding_left_out():
-    """_build_verbatim_user_section: reversed order, '> ' quoting, synthetic rows skipped."""
+    """_build_verbatim_user_section (1004-1032): reversed order, '> ' quoting, synthetic rows skipped."""
     turns = [_user("first ask"), {"role": "assistant", "content": "ok"}, _user("second\nask"),
              {"role": "user", "content": "[todo list]", "_synthetic": True}]
     section = user_messages_section(turns)
@@ -100,7 +101,7 @@ def test_real_user_messages_newest_first_quoted_and_scaffolding_left_out():
 
 
 def test_per_message_cap_and_budget_straddler():
-    """_LEAN_USER_MESSAGE_MAX_CHARS = 4_000 per message; _LEAN_USER_MESSAGES_BUDGET_CHARS = 24_000, the
+    """_LEAN_USER_MESSAGE_MAX_CHARS = 4_000 per message (949); _LEAN_USER_MESSAGES_BUDGET_CHARS = 24_000 (948), the
     message reaching past it cut to what is left and nothing older after it."""
     turns = [_user("o" * 10), _user("x" * 9_000), _user("y" * 100)]
     used = 100 + 4_000 + len(lean_summary.CUT_MARK)  # a quote counts with its cut mark
@@ -113,7 +114,8 @@ def test_per_message_cap_and_budget_straddler():
 
 
 def test_augment_appends_index_words_and_footer_once():
-    """_augment_summary_lean: anchor index, user messages, recovery footer, each unless its heading is there."""
+    """_augment_summary_lean (3597-3608): anchor index, user messages, recovery footer, each unless its
+    heading is there."""
     turns = [_user("please fix #31337 in src/app.py")]
     once = augment_summary("## Goal\nfix it", turns)
     assert once.index(anchor_index.HEADING) < once.index(USER_MESSAGES_HEADING) < once.index(RECOVERY_HEADING)
@@ -132,7 +134,7 @@ def test_without_a_session_no_pointer_is_written():
 
 
 def test_augment_redacts_what_it_quotes():
-    """_redact_compaction_text runs over the index and the quoted messages."""
+    """_redact_compaction_text (1221-1225) runs over the index and the quoted messages."""
     key = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
     out = augment_summary("body", [_user(f"use key {key} for #12345")])
     assert key not in out and "#12345" in out
@@ -147,7 +149,7 @@ def test_records_that_fit_are_joined_whole():
 
 
 def test_oversized_input_keeps_every_region_and_the_newest_record():
-    """_SAMPLED_INPUT_SLICES = 8 slices spread over the records, the last anchored at the newest one."""
+    """_SAMPLED_INPUT_SLICES = 8 (3632) slices spread over the records, the last anchored at the newest one."""
     records = [f"[USER]\nmessage {i:03d} " + "z" * 200 for i in range(200)]
     text, coverage = sample_records(records, cap=20_000)
     assert len(text) <= 20_000
@@ -158,7 +160,7 @@ def test_oversized_input_keeps_every_region_and_the_newest_record():
 
 
 def test_a_record_longer_than_its_share_keeps_head_and_tail():
-    """_bound_oversized_record: head and tail halves around an intra-record marker, within the limit."""
+    """_bound_oversized_record (3634-3649): head and tail halves around an intra-record marker, within the limit."""
     bounded = bound_record("H" * 500 + "T" * 500, 300)
     assert len(bounded) <= 300 and bounded.startswith("H") and bounded.endswith("T") and "left out" in bounded
 
@@ -197,7 +199,8 @@ def test_gap_markers_count_what_they_leave_out():
 @pytest.mark.parametrize("window, tokens", [(16_000, 10_000), (128_000, 10_000), (400_000, 10_000),
                                             (600_000, 15_000), (1_000_000, 25_000), (2_000_000, 25_000)])
 def test_lean_tail_is_two_and_a_half_percent_clamped(window, tokens):
-    """tail_token_budget: max(LEAN_TAIL_FLOOR_TOKENS, min(LEAN_TAIL_CAP_TOKENS, int(ctx * 0.025)))."""
+    """tail_token_budget (2178): max(LEAN_TAIL_FLOOR_TOKENS, min(LEAN_TAIL_CAP_TOKENS, int(ctx * 0.025))),
+    the constants at 941-942."""
     assert lean_tail_tokens(window) == tokens
 
 
@@ -208,7 +211,7 @@ def test_lean_tail_stays_within_its_clamp(window):
 
 @given(st.integers(min_value=0, max_value=10**6), st.integers(min_value=1, max_value=10**7))
 def test_capped_tail_never_passes_a_fifth_of_the_window(tail, window):
-    """TAIL_MAX_CONTEXT_FRACTION = 0.20, applied after either formula, at least 1."""
+    """TAIL_MAX_CONTEXT_FRACTION = 0.20 (946), applied after either formula, at least 1 (2181-2183)."""
     capped = lean_tail.capped_tail_tokens(tail, window, 0.20)
     assert 1 <= capped <= max(1, int(window * 0.20)) and capped <= max(tail, 1)
     assert lean_tail.capped_tail_tokens(tail, window, None) == tail
@@ -221,7 +224,8 @@ def _round(call_id, size, name="read_file"):
 
 
 def test_tool_results_older_than_six_rounds_become_stubs():
-    """_LEAN_TAIL_KEEP_TOOL_ROUNDS = 6; _LEAN_TAIL_DEMOTE_MIN_CHARS = 1_500; stubs name the tool and size."""
+    """_LEAN_TAIL_KEEP_TOOL_ROUNDS = 6 (954); _LEAN_TAIL_DEMOTE_MIN_CHARS = 1_500 (955); stubs name the tool
+    and size."""
     messages = [{"role": "user", "content": "go"}]
     for n in range(8):
         messages += _round(f"c{n}", 2_000 if n != 1 else 100)
@@ -246,7 +250,7 @@ def test_adjacent_results_are_one_round_and_rows_before_the_tail_stay():
 
 
 def test_cooldown_ladder_escalates_and_stays_on_its_last_rung():
-    """_TIMEOUT_COOLDOWN_LADDER = (60, 300, 900) via _next_timeout_cooldown."""
+    """_TIMEOUT_COOLDOWN_LADDER = (60, 300, 900) (811) via _next_timeout_cooldown (814-821)."""
     assert [failure_ladder.rung(n) for n in (1, 2, 3, 4, 9)] == [60.0, 300.0, 900.0, 900.0, 900.0]
     with pytest.raises(ValueError):
         failure_ladder.rung(0)
@@ -257,12 +261,12 @@ def test_cooldown_ladder_escalates_and_stays_on_its_last_rung():
                                               (("timeout",), "stall"), (("auth", "rate_limit"), "stall"),
                                               (("bad_request",), "other")])
 def test_failure_kinds(categories, kind):
-    """_classify_summary_failure / _TERMINAL_SUMMARY_FAILURES: the last call's class decides."""
+    """_classify_summary_failure (734-764) / _TERMINAL_SUMMARY_FAILURES (769-805): the last call's class decides."""
     assert failure_ladder.failure_kind(categories) == kind
 
 
 def test_first_stall_aborts_a_repeated_stall_falls_back_terminal_always_aborts():
-    """DETERMINISTIC_SUMMARY_ROUTE: a stall after a stall gets the deterministic summary; terminal ones abort."""
+    """DETERMINISTIC_SUMMARY_ROUTE (99): a stall after a stall gets the deterministic summary; terminal ones abort."""
     assert failure_ladder.decide("stall", 0) == failure_ladder.ABORT
     assert failure_ladder.decide("stall", 1) == failure_ladder.FALLBACK
     assert failure_ladder.decide("terminal", 5) == failure_ladder.ABORT

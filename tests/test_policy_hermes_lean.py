@@ -3,8 +3,9 @@
 Sources: NousResearch/hermes-agent ``agent/context_compressor.py`` and
 ``website/docs/developer-guide/context-compression-and-caching.md`` at 042431a7,
 ``hermes_cli/config_defaults.py`` at 00067189 (0.21.3). Each test names the
-symbol or section it reproduces (the file index that served them gives
-character offsets, not lines). The rules are checked against a restatement of
+symbol or section it reproduces and, for the compressor and the guide, its
+line(s), counted in the whole stored text of the file at 042431a7
+(``config_defaults.py`` is cited by key). The rules are checked against a restatement of
 Hermes's arithmetic and on hermeslab's own pipeline, policy and driver; there
 is no installable package of this version to run.
 """
@@ -47,8 +48,9 @@ LEGACY_CFG = cfg_of(LEGACY_OVERRIDES)
 
 
 def hermes_trigger(window: int, max_tokens: int | None) -> int:
-    """Hermes's trigger, restated: _effective_threshold_percent, _compute_threshold_tokens, then
-    _apply_threshold_tokens_cap with the 256,000 default (config_defaults 'threshold_tokens')."""
+    """Hermes's trigger, restated: _effective_threshold_percent (2648-2653), _compute_threshold_tokens
+    (2655-2690), then _apply_threshold_tokens_cap (2637-2646) with the 256,000 default (config_defaults
+    'threshold_tokens')."""
     percent = max(0.50, 0.75) if window < 512_000 else 0.50
     effective = window - (max_tokens or 0)
     if effective <= 0:
@@ -90,14 +92,16 @@ def test_seed_and_hermes_0_19_keep_every_new_switch_off():
 
 
 def test_lean_and_legacy_differ_only_in_the_tail_mode_and_its_summary_rules():
-    """tail_mode: 'lean' adds _augment_summary_lean, _sample_summary_records and _demote_stale_tail_tools."""
+    """tail_mode: 'lean' (__init__, 2699) adds _augment_summary_lean (3597-3608), _sample_summary_records
+    (3665-3785) and _demote_stale_tail_tools (3536-3562)."""
     differing = {key for key in LEAN_OVERRIDES if LEAN_OVERRIDES[key] != LEGACY_OVERRIDES[key]}
     assert differing == {"compression.tail_mode", "compression.lean_summary_sections",
                          "compression.summary_input_sampling", "compression.demote_stale_tail_tools"}
 
 
 def test_in_place_by_default():
-    """config_defaults 'in_place': True; the guide's 'In-place compaction': rows archived under the same id."""
+    """config_defaults 'in_place': True; the guide's 'In-place compaction' (275-284): rows archived under the
+    same id."""
     assert LEAN_CFG.in_place and LEGACY_CFG.in_place
 
 
@@ -108,15 +112,16 @@ def test_in_place_by_default():
                                              (128_000, 96_000), (200_000, 150_000), (400_000, 256_000),
                                              (1_000_000, 256_000)])
 def test_trigger_at_known_windows(window, trigger):
-    """_SMALL_CTX_THRESHOLD_PERCENT 0.75 below _SMALL_CTX_WINDOW_LIMIT 512K; the 64K floor held to
-    _MIN_CTX_TRIGGER_RATIO 0.85 where it binds; threshold_tokens 256,000 caps it."""
+    """_SMALL_CTX_THRESHOLD_PERCENT 0.75 (1204) below _SMALL_CTX_WINDOW_LIMIT 512K (1203); the 64K floor held
+    to _MIN_CTX_TRIGGER_RATIO 0.85 (2612) where it binds; threshold_tokens 256,000 caps it."""
     assert derive_budgets(LEAN_CFG, window).threshold_tokens == trigger == hermes_trigger(window, None)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(min_value=1_000, max_value=3_000_000), st.one_of(st.none(), st.integers(1, 200_000)))
 def test_trigger_matches_hermes_arithmetic_for_any_window_and_output_cap(window, max_tokens):
-    """_compute_threshold_tokens (effective window = context - max_tokens) then the cap, for both modes."""
+    """_compute_threshold_tokens (effective window = context - max_tokens, 2676-2678) then the cap, for both
+    modes."""
     for cfg in (LEAN_CFG, LEGACY_CFG):
         assert derive_budgets(cfg, window, max_tokens).threshold_tokens == hermes_trigger(window, max_tokens)
 
@@ -127,15 +132,16 @@ def test_trigger_matches_hermes_arithmetic_for_any_window_and_output_cap(window,
 @pytest.mark.parametrize("window, lean, legacy", [(16_000, 3_200, 2_720), (128_000, 10_000, 19_200),
                                                   (1_000_000, 25_000, 51_200)])
 def test_tail_budgets(window, lean, legacy):
-    """tail_token_budget: lean max(10,000, min(25,000, 2.5% of the window)), legacy threshold x 0.20, both
-    at most TAIL_MAX_CONTEXT_FRACTION 0.20 of the window."""
+    """tail_token_budget (2173-2184): lean max(10,000, min(25,000, 2.5% of the window)), legacy threshold
+    x 0.20, both at most TAIL_MAX_CONTEXT_FRACTION 0.20 (946) of the window."""
     assert derive_budgets(LEAN_CFG, window).tail_token_budget == lean
     assert derive_budgets(LEGACY_CFG, window).tail_token_budget == legacy
 
 
 @given(st.integers(min_value=1_000, max_value=3_000_000))
 def test_neither_tail_nor_its_overshoot_passes_a_fifth_of_the_window(window):
-    """The guide's Phase 2: the budget and its 1.5x soft ceiling are capped at 20% of the window."""
+    """The guide's Phase 2 (514-519): the budget and its 1.5x soft ceiling (_tail_soft_ceiling, 3105-3113)
+    are capped at 20% of the window."""
     for cfg in (LEAN_CFG, LEGACY_CFG):
         budgets = derive_budgets(cfg, window)
         assert budgets.tail_token_budget <= max(1, int(window * 0.20))
@@ -168,7 +174,7 @@ def _compress(cfg: CompressionConfig, window: int, summariser=None, state=None):
 
 
 def test_lean_summary_ends_with_index_user_words_and_a_way_back():
-    """_augment_summary_lean: anchor index, the user messages verbatim, the session_search footer."""
+    """_augment_summary_lean (3597-3608): anchor index, the user messages verbatim, the session_search footer."""
     result = _compress(LEAN_CFG, 1_000_000)
     assert result.record["outcome"] == "compressed"
     summary = next(text_of(m) for m in result.messages if is_summary_message(m))
@@ -186,7 +192,8 @@ def test_legacy_summary_has_none_of_it():
 
 
 def test_lean_tail_keeps_the_newest_six_tool_rounds_and_stubs_older_long_ones():
-    """_demote_stale_tail_tools with _LEAN_TAIL_KEEP_TOOL_ROUNDS 6 and _LEAN_TAIL_DEMOTE_MIN_CHARS 1,500."""
+    """_demote_stale_tail_tools (3536-3562) with _LEAN_TAIL_KEEP_TOOL_ROUNDS 6 (954) and
+    _LEAN_TAIL_DEMOTE_MIN_CHARS 1,500 (955)."""
     result = _compress(LEAN_CFG, 1_000_000)
     assert result.record["tail_demoted_indices"]
     tools = [m for m in result.messages if m.get("role") == "tool"]
@@ -195,7 +202,7 @@ def test_lean_tail_keeps_the_newest_six_tool_rounds_and_stubs_older_long_ones():
 
 
 def test_an_oversized_input_is_sampled_in_one_request():
-    """_sample_summary_records: one summary call whose input is an even sample with gap markers."""
+    """_sample_summary_records (3665-3785): one summary call whose input is an even sample with gap markers."""
     seen = []
 
     class Recorder:
@@ -225,13 +232,14 @@ class Failed:
 
 @pytest.mark.parametrize("category", ["auth", "quota", "network", "overloaded", "empty_response"])
 def test_terminal_failures_keep_the_transcript(category):
-    """_TERMINAL_SUMMARY_FAILURES and the guide: auth/quota, network, empty content, overload abort unchanged."""
+    """_TERMINAL_SUMMARY_FAILURES (769-805) and the guide (207-214): auth/quota, network, empty content,
+    overload abort unchanged."""
     result = _compress(LEAN_CFG, 1_000_000, Failed(category))
     assert result.aborted and result.messages == _session()
 
 
 def test_a_first_stall_keeps_the_transcript_and_a_repeated_one_takes_the_fallback():
-    """The guide's 'Repeated stall -> deterministic fallback' (DETERMINISTIC_SUMMARY_ROUTE)."""
+    """The guide's 'Repeated stall -> deterministic fallback' (194-206; DETERMINISTIC_SUMMARY_ROUTE, 99)."""
     assert _compress(LEAN_CFG, 1_000_000, Failed("timeout")).aborted
     again = _compress(LEAN_CFG, 1_000_000, Failed("timeout"), CompressionState(stall_streak=1))
     assert again.record["outcome"] == "compressed" and again.fallback_used
@@ -243,7 +251,8 @@ def test_seed_takes_the_fallback_whatever_failed():
 
 
 def test_cooldowns_climb_60_300_900_and_a_compaction_starts_them_again():
-    """_TIMEOUT_COOLDOWN_LADDER (60, 300, 900) per session (CompressionState), reset by a committed compaction."""
+    """_TIMEOUT_COOLDOWN_LADDER (60, 300, 900) (811) per session (CompressionState), reset by a committed
+    compaction."""
     now = [0.0]
     state = CompressionState()
     policy = CompressionPolicy(LEAN_CFG, derive_budgets(LEAN_CFG, 128_000), state, clock=lambda: now[0])
@@ -285,7 +294,7 @@ def _chat(turns: int, words: int = 150) -> list[dict]:
 
 
 def test_without_a_reading_an_estimate_over_the_threshold_waits_one_request():
-    """The guide: without an anchor, a whole-context estimate over the threshold waits one request."""
+    """The guide (118-125): without an anchor, a whole-context estimate over the threshold waits one request."""
     context = _driver()
     history = _chat(150)
     assert context.measure(history, None) >= context.compactor.budgets.threshold_tokens
@@ -295,7 +304,8 @@ def test_without_a_reading_an_estimate_over_the_threshold_waits_one_request():
 
 
 def test_the_anchor_is_the_reading_plus_only_what_was_added_since():
-    """The guide: last prompt + completion tokens plus a rough estimate of the messages appended since
+    """The guide (109-112, 136-138): last prompt + completion tokens plus a rough estimate of the messages
+    appended since
     (the first appended assistant already counted by the completion tokens)."""
     context = _driver()
     history = _chat(2)
@@ -322,7 +332,7 @@ def test_an_anchor_over_the_threshold_compresses_and_a_compaction_clears_it():
 
 
 def test_a_provider_that_reports_no_usage_is_measured_by_estimate():
-    """The guide: once a response omits usage, the heuristic fallback remains available."""
+    """The guide (127-128): once a response omits usage, the heuristic fallback remains available."""
     context = _driver()
     history = _chat(150)
     context.begin_turn("Audit the code.")
