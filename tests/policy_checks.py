@@ -25,7 +25,7 @@ from hermeslab.eval.metrics import role_order_problems
 from hermeslab.eval.replay_compression import FixedSummariser
 from hermeslab.policies.loading import load_config
 from hermeslab.policies.running import budgets_of, make_compactor
-from shared_data import _missing
+from shared_data import needing_reference
 
 #: The project's own recorded sessions, the ones the parity tests replay.
 OWN = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
@@ -132,14 +132,9 @@ def own_sessions(count: int) -> list[list[dict]]:
 def assert_agrees_with_reference(check: Any, recordings: list[list[dict]], variants: list[dict]) -> None:
     """Every step of ours equals the agent's own code's on every recording and variant, and the agent's code
     compacted at least once (a skip naming the install command when its environment is missing)."""
-    from hermeslab.reference.venv import ReferenceNotInstalledError
     from hermeslab.reference.zoo.checks import Tally
 
-    try:
-        theirs = check.reference(recordings, variants)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
-        raise
+    theirs = needing_reference(check.reference, recordings, variants)
     tally = Tally()
     for params, reference_steps in zip(variants, theirs):
         for number, (messages, steps) in enumerate(zip(recordings, reference_steps)):

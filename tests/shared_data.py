@@ -10,9 +10,13 @@ under ``CI=true``: a green CI must have run them.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
@@ -31,39 +35,34 @@ def dataset(name: str) -> Path:
     return path
 
 
-def hermes_venv() -> Path:
-    """The installed reference Hermes virtualenv, or a skip naming the command that installs it (a failure
-    under CI, which installs it first)."""
+def needing_reference(run: Callable[..., T], *args: Any) -> T:
+    """``run(*args)``, or a skip naming the command that installs the reference environment it found missing (a
+    failure under CI, which installs them first)."""
     from hermeslab.reference.venv import ReferenceNotInstalledError
-    from hermeslab.reference.venv import hermes_venv as installed
 
     try:
-        return installed()
+        return run(*args)
     except ReferenceNotInstalledError as exc:
         _missing(str(exc))
         raise
+
+
+def hermes_venv() -> Path:
+    """The installed reference Hermes virtualenv, or a skip naming the command that installs it."""
+    from hermeslab.reference.venv import hermes_venv as installed
+
+    return needing_reference(installed)
 
 
 def openhands_venv(release) -> Path:
-    """The installed virtualenv of one OpenHands release, or a skip naming the command that installs it (a
-    failure under CI)."""
-    from hermeslab.reference.openhands.venv import OpenHandsNotInstalledError, installed_venv
+    """The installed virtualenv of one OpenHands release, or a skip naming the command that installs it."""
+    from hermeslab.reference.openhands.venv import installed_venv
 
-    try:
-        return installed_venv(release)
-    except OpenHandsNotInstalledError as exc:
-        _missing(str(exc))
-        raise
+    return needing_reference(installed_venv, release)
 
 
 def zoo_venv(package) -> Path:
-    """The installed virtualenv of a zoo agent's package, or a skip naming the command that installs it (a
-    failure under CI)."""
-    from hermeslab.reference.venv import ReferenceNotInstalledError
+    """The installed virtualenv of a zoo agent's package, or a skip naming the command that installs it."""
     from hermeslab.reference.zoo.venv import installed_venv
 
-    try:
-        return installed_venv(package)
-    except ReferenceNotInstalledError as exc:
-        _missing(str(exc))
-        raise
+    return needing_reference(installed_venv, package)
