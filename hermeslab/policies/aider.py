@@ -33,7 +33,7 @@ from hermeslab.context.turns import is_real_user_message
 from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from hermeslab.core.config import CompressionConfig
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset
 
 VERSION = "0.86.2"
 PRESET = f"aider-{VERSION}"
@@ -230,12 +230,7 @@ POLICY = Policy(
     agent="Aider",
     source=f"aider-chat {VERSION} (PyPI)",
     presets=(Preset(PRESET, {
-        "compression.min_threshold_tokens": 0,
-        "compression.small_window_limit": None,
-        "compression.min_saving": 0.0,
-        "compression.ineffective_limit": 1_000_000_000,
-        "compression.abort_cooldown_seconds": 0.0,
-        "compression.in_place": True,
+        **IN_PLACE_NO_BREAKER,
         "compression.strategy": STRATEGY,
         "compression.threshold": float(HISTORY_SHARE),
     }, "once the finished turns pass 1/16 of the window (1,024-8,192 tokens): summarise their older part as a "

@@ -24,7 +24,7 @@ from hermeslab.context.types import is_summary_message
 from hermeslab.context.zoo_common import Message, ZooInput, result, summarise, summary_message, unchanged
 from hermeslab.core.config import CompressionConfig
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset
 
 VERSION = "0.3.285"
 SUMMARY_PRESET = f"inspect-ai-{VERSION}"
@@ -185,10 +185,8 @@ CITATIONS = (
 
 
 def _preset(name: str, strategy: str, line: str) -> Preset:
-    return Preset(name, {"compression.min_threshold_tokens": 0, "compression.small_window_limit": None,
-                         "compression.min_saving": 0.0, "compression.ineffective_limit": 1_000_000_000,
-                         "compression.abort_cooldown_seconds": 0.0, "compression.in_place": True,
-                         "compression.strategy": strategy, "compression.threshold": THRESHOLD}, line)
+    return Preset(name, {**IN_PLACE_NO_BREAKER, "compression.strategy": strategy, "compression.threshold": THRESHOLD},
+                  line)
 
 
 POLICY = Policy(

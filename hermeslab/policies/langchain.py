@@ -21,7 +21,7 @@ from hermeslab.context.baselines import BaselineResult
 from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from hermeslab.core.config import CompressionConfig
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset
 
 VERSION = "1.5.0"
 PRESET = f"langchain-{VERSION}"
@@ -139,10 +139,8 @@ CITATIONS = (
 POLICY = Policy(
     agent="LangChain (v1 agents, SummarizationMiddleware)",
     source=f"langchain {VERSION} (PyPI)",
-    presets=(Preset(PRESET, {"compression.min_threshold_tokens": 0, "compression.small_window_limit": None,
-                             "compression.min_saving": 0.0, "compression.ineffective_limit": 1_000_000_000,
-                             "compression.abort_cooldown_seconds": 0.0, "compression.in_place": True,
-                             "compression.strategy": STRATEGY, "compression.threshold": TRIGGER_FRACTION},
+    presets=(Preset(PRESET, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY,
+                             "compression.threshold": TRIGGER_FRACTION},
                     "at 80% of the window (the documented example; LangChain sets no trigger): replace all but "
                     "the newest 20 messages with one user summary"),),
     fidelity="parity",

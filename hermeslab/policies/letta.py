@@ -27,7 +27,7 @@ from hermeslab.context.baselines import BaselineResult
 from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from hermeslab.core.config import CompressionConfig
 
-from .base import Citation, Policy, Preset
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset
 
 VERSION = "0.16.8"
 PRESET = f"letta-{VERSION}"
@@ -121,10 +121,8 @@ CITATIONS = (
 POLICY = Policy(
     agent="Letta (Python server, v3 agent)",
     source=f"letta {VERSION} (PyPI, read, not run)",
-    presets=(Preset(PRESET, {"compression.min_threshold_tokens": 0, "compression.small_window_limit": None,
-                             "compression.min_saving": 0.0, "compression.ineffective_limit": 1_000_000_000,
-                             "compression.abort_cooldown_seconds": 0.0, "compression.in_place": True,
-                             "compression.strategy": STRATEGY, "compression.threshold": TRIGGER_SHARE},
+    presets=(Preset(PRESET, {**IN_PLACE_NO_BREAKER, "compression.strategy": STRATEGY,
+                             "compression.threshold": TRIGGER_SHARE},
                     "past 90% of the window: summarise the oldest 40% or more of the messages (up to an assistant "
                     "message) until the rest fits in 70% of the window"),),
     fidelity="reading",
