@@ -21,6 +21,7 @@ from hermeslab.reference.venv import venv_python
 from hermeslab.policies.loading import load_config
 from hermeslab.runtime import Runtime
 from hermeslab.store import open as open_lab
+from test_importers_gather import old_state_db
 from tests.shared_data import hermes_venv
 
 # ---------------------------------------------------------------- OpenAI chat JSONL
@@ -429,15 +430,7 @@ def test_a_hermes_branch_is_its_own_conversation_with_parts_joined_into_text(her
 
 
 def test_an_older_state_db_without_archive_flags_still_imports(tmp_path):
-    path = tmp_path / "state.db"
-    with sqlite3.connect(path) as con:
-        con.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, started_at REAL, system_prompt TEXT)")
-        con.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, "
-                    "tool_call_id TEXT, tool_calls TEXT)")
-        con.execute("INSERT INTO sessions VALUES ('old', 'cli', 1.0, 'Be brief.')")
-        con.execute("INSERT INTO messages (session_id, role, content) VALUES ('old', 'user', 'hi'), "
-                    "('old', 'assistant', 'hello')")
-    (recording,) = import_hermes_state(path)
+    (recording,) = import_hermes_state(old_state_db(tmp_path / "state.db"))
     assert recording.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
                                   {"role": "assistant", "content": "hello"}]
     assert recording.meta["title"] is None and recording.model is None

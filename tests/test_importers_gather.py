@@ -15,7 +15,8 @@ from hermeslab.eval.recording import load_recordings
 from hermeslab.recordings import validate_recording
 
 
-def _old_state_db(path: Path) -> Path:
+def old_state_db(path: Path) -> Path:
+    """A Hermes state database from before sessions were archived: no archive flags, one short session."""
     with sqlite3.connect(path) as con:
         con.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, started_at REAL, system_prompt TEXT)")
         con.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, "
@@ -34,7 +35,7 @@ def _mixed_folder(root: Path) -> Path:
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     (folder / "chats.jsonl").write_text(json.dumps(chat) + "\n" + json.dumps({"id": "named", "messages": chat})
                                         + "\n{broken\n")
-    _old_state_db(folder / "nested" / "state.db")
+    old_state_db(folder / "nested" / "state.db")
     (folder / "notes.txt").write_text("just some notes\n")
     (folder / "other.json").write_text(json.dumps({"hello": "world"}))
     return folder
@@ -58,7 +59,7 @@ def test_a_mixed_folder_is_one_recordings_file_and_every_skip_is_listed(tmp_path
 
 
 def test_nothing_skipped_exits_zero(tmp_path, capsys):
-    db = _old_state_db(tmp_path / "state.db")
+    db = old_state_db(tmp_path / "state.db")
     out = tmp_path / "one.jsonl"
     assert main(["import", str(db), "-o", str(out)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"imported 1 recording(s) from {db} into {out}; 0 skipped"
@@ -95,7 +96,7 @@ def test_a_forced_format_reads_what_detection_would_not(tmp_path):
 
 
 def test_the_older_kind_first_form_still_works(tmp_path, capsys):
-    db = _old_state_db(tmp_path / "state.db")
+    db = old_state_db(tmp_path / "state.db")
     out = tmp_path / "one.jsonl"
     assert main(["import", "hermes-state", str(db), "--out", str(out)]) == 0
     assert [r.id for r in load_recordings(out)] == ["old"]
