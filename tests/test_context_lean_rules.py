@@ -125,7 +125,8 @@ def test_augment_appends_index_words_and_footer_once():
 
 def test_without_a_session_no_pointer_is_written():
     """_build_recovery_footer returns "" and _lean_recovery_stub leaves out its session_search hint when the
-    compressor has no session id (context_compressor.py @ e03d7158): ``history_pointers`` off."""
+    compressor has no session id (context_compressor.py @ e03d7158, 1016-1017 and 962): ``history_pointers``
+    off."""
     turns = [_user("please fix #31337 in src/app.py")]
     bare = augment_summary("## Goal\nfix it", turns, history_pointer=False)
     assert RECOVERY_HEADING not in bare and "session_search" not in bare and "#31337" in bare

@@ -305,8 +305,7 @@ def test_without_a_reading_an_estimate_over_the_threshold_waits_one_request():
 
 def test_the_anchor_is_the_reading_plus_only_what_was_added_since():
     """The guide (109-112, 136-138): last prompt + completion tokens plus a rough estimate of the messages
-    appended since
-    (the first appended assistant already counted by the completion tokens)."""
+    appended since (the first appended assistant already counted by the completion tokens)."""
     context = _driver()
     history = _chat(2)
     context.observe(100, 1_000, completion=50, history_length=len(history))

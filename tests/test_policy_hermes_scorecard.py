@@ -1,10 +1,10 @@
 """The arms of Hermes Agent's compaction eval against its source: NousResearch/hermes-agent @ 2416cfce.
 
-Paths are under ``evals/compaction/``. ``policies.py`` lines were counted in the stored text;
-``jev_arm.py`` is cited by line where counted (1-166) and by function past that; ``runner.py`` by
-function. The jev scorecard is ``results/SCORECARD-2026-09-19-jev.md`` @ cd3f2c2a, the lean one
-``results/SCORECARD-2026-08-15.md`` @ e03d7158; ``agent/context_compressor.py`` was read @ e03d7158
-and is cited by name. The region-scoping test is Hermes's own ``evals/compaction/test_region_scoping.py``
+Paths are under ``evals/compaction/``. ``policies.py``, ``jev_arm.py`` and ``runner.py`` are cited
+by line, counted in the stored text of each at that commit. The jev scorecard is
+``results/SCORECARD-2026-09-19-jev.md`` @ cd3f2c2a, the lean one ``results/SCORECARD-2026-08-15.md`` @
+e03d7158; ``agent/context_compressor.py`` was read @ e03d7158 and is cited by name and line. The
+region-scoping test is Hermes's own ``evals/compaction/test_region_scoping.py``
 (named in ``evals/compaction/README.md``), read in the fork luthfisy/hermes-agent @ 4f6e7806 since no
 copy of it is stored for NousResearch/hermes-agent.
 """
@@ -99,7 +99,8 @@ def test_a_call_without_a_result_is_no_candidate():
 def test_every_unpinned_call_goes_with_its_result_and_the_text_stays():
     """SCORECARD-2026-09-19-jev.md, Findings 2: every unpinned candidate dropped (kept=0, result-truncated=0),
     "delete every old tool call + result, keep every user/assistant row verbatim"; jev_arm.py
-    ``decide_call`` (both scores under the 0.5 threshold: ``drop_call``) and ``apply_decisions``."""
+    ``decide_call`` 359-367 (both scores under the 0.5 threshold: ``drop_call``) and ``apply_decisions``
+    378-414."""
     messages = _rounds(6)  # 20 rows; the newest 6 are rows 14-19
     out = drop_tool_calls(messages, _zoo(), {})
     kept_ids = {m.get("tool_call_id") for m in out.messages if m["role"] == "tool"}
@@ -112,8 +113,8 @@ def test_every_unpinned_call_goes_with_its_result_and_the_text_stays():
 
 
 def test_an_assistant_row_keeps_its_text_and_loses_its_calls():
-    """jev_arm.py ``apply_decisions``: a row left with no calls and no text goes; with text, ``tool_calls`` is
-    removed and the row stays."""
+    """jev_arm.py ``apply_decisions`` 378-414: a row left with no calls and no text goes; with text,
+    ``tool_calls`` is removed and the row stays."""
     messages = [{"role": "user", "content": "go"}, _call("a", "I will look first."), _result("a"), _call("b"),
                 _result("b")] + [{"role": "assistant", "content": f"note {n}"} for n in range(6)]
     out, touched = without_calls(messages, {"a", "b"})
@@ -122,7 +123,7 @@ def test_an_assistant_row_keeps_its_text_and_loses_its_calls():
 
 
 def test_a_row_with_a_kept_and_a_dropped_call_keeps_the_kept_one():
-    """jev_arm.py ``apply_decisions`` (``remaining`` calls stay on the row)."""
+    """jev_arm.py ``apply_decisions`` 378-414 (``remaining`` calls stay on the row)."""
     two = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "terminal", "arguments": "{}"}},
         {"id": "b", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]}
@@ -165,7 +166,7 @@ def test_the_jev_presets_run_the_arm_and_name_the_eval_commit():
 
 def test_every_arm_is_a_preset_laid_over_the_lean_one():
     """policies.py 20-24 ('current': shipping behaviour untouched); the shipping default is lean mode
-    (context_compressor.py ``ContextCompressor.__init__``, ``tail_mode="lean"``)."""
+    (context_compressor.py ``ContextCompressor.__init__`` 2897-2906, ``tail_mode="lean"`` at 2904)."""
     lean = load_config(LEAN).compression
     for name in PRESETS:
         cfg = load_config(name).compression
@@ -184,15 +185,17 @@ def test_the_tail_arms_set_the_numbers_the_eval_sets():
 
 
 def test_only_the_lean_arm_knows_its_session():
-    """policies.py 42-47 ('lean' sets ``_session_id``); context_compressor.py ``_build_recovery_footer`` and
-    ``_lean_recovery_stub`` write nothing of the session without an id, which 'current' never gets."""
+    """policies.py 42-47 ('lean' sets ``_session_id``); context_compressor.py ``_build_recovery_footer``
+    (1016-1017) and ``_lean_recovery_stub`` (962) write nothing of the session without an id, which 'current'
+    never gets."""
     assert load_config("hermes-eval-lean").compression.history_pointers
     assert not any(load_config(name).compression.history_pointers for name in PRESETS if name != "hermes-eval-lean")
 
 
 def test_a_tail_set_outright_is_used_as_set_at_every_window():
-    """context_compressor.py ``tail_token_budget``: the setter stores the value, so neither the lean formula nor
-    the 20% window cap applies; ``_tail_soft_ceiling``: max(min(1.5 x budget, 20% of the window), budget)."""
+    """context_compressor.py ``tail_token_budget``: the setter (2341-2343) stores the value, so neither the
+    lean formula nor the 20% window cap applies; ``_tail_soft_ceiling`` (3299-3307): max(min(1.5 x budget,
+    20% of the window), budget)."""
     for window, soft in ((1_000_000, 37_500), (200_000, 37_500), (100_000, 25_000), (8_000, 25_000)):
         budgets = budgets_of(load_config("hermes-eval-tail25k").compression, window)
         assert (budgets.tail_token_budget, budgets.soft_tail_tokens) == (25_000, soft)
@@ -201,8 +204,9 @@ def test_a_tail_set_outright_is_used_as_set_at_every_window():
 
 
 def test_current_keeps_the_lean_tail():
-    """context_compressor.py ``tail_token_budget`` (derived): max(10,000, min(25,000, 2.5% of the window)), then
-    at most 20% of the window. At the eval's 1,000,000-token window 'current' and 'tail25k' keep the same tail."""
+    """context_compressor.py ``tail_token_budget`` (derived, 2328-2339): max(10,000, min(25,000, 2.5% of the
+    window)), then at most 20% of the window. At the eval's 1,000,000-token window 'current' and 'tail25k'
+    keep the same tail."""
     current = load_config("hermes-eval-current").compression
     assert budgets_of(current, 1_000_000).tail_token_budget == 25_000
     assert budgets_of(current, 100_000).tail_token_budget == 10_000
@@ -288,8 +292,9 @@ def test_the_lean_sections_carry_only_middle_identifiers():
 
 
 def test_current_points_nowhere_and_lean_points_back_to_the_history():
-    """policies.py 42-47 with context_compressor.py ``_augment_summary_lean`` / ``_build_recovery_footer`` and
-    ``_demote_stale_tail_tools`` / ``_lean_recovery_stub``: the footer and the stubs' hint need the session id."""
+    """policies.py 42-47 with context_compressor.py ``_augment_summary_lean`` (3774-3785) /
+    ``_build_recovery_footer`` (1012-1026) and ``_demote_stale_tail_tools`` (3746-3772) / ``_lean_recovery_stub``
+    (960-966): the footer and the stubs' hint need the session id."""
     current, _ = _scoped_compaction("hermes-eval-current")
     lean, _ = _scoped_compaction("hermes-eval-lean")
     assert current.result.record["tail_demoted_indices"] and lean.result.record["tail_demoted_indices"]
