@@ -170,7 +170,8 @@ CITATIONS: tuple[Citation, ...] = (
     _c("min_tail_user_messages 1 and tail_assistant_max_chars 0 are the defaults: the single last-user anchor "
        "and no cut, which is what hermes-0.19's rules already do", "(no switch)",
        f"{_DEFAULTS}; {_GUIDE} parameter table 256-273 (264, 265)"),
-    _c("Version 0.21.3", "HERMES_VERSION", f"hermes_cli/__init__.py and pyproject.toml @ {VERSION_COMMIT[:8]}"),
+    _c("Version 0.21.3", "HERMES_VERSION",
+       f"hermes_cli/__init__.py @ {VERSION_COMMIT[:8]} __version__ 6 (__release_date__ 7); pyproject.toml"),
 )
 
 

@@ -212,8 +212,8 @@ POLICY = Policy(
         Citation("a row left with no calls and no text goes; one with text keeps it", "without_calls",
                  f"{_JEV} apply_decisions 378-414"),
         Citation("at the 0.5 threshold every unpinned candidate was dropped (kept=0, result-truncated=0)",
-                 "no decision model asked", f"{_JEV_CARD}, Findings 2"),
+                 "no decision model asked", f"{_JEV_CARD}, Findings 2, 41-47"),
         Citation("'current' at 2026-08-15 was measured under the legacy default",
-                 f"its counterpart is {LEGACY}", f"{_LEAN_CARD}, Recommendation"),
+                 f"its counterpart is {LEGACY}", f"{_LEAN_CARD}, Recommendation, 89-93"),
     ),
 )
