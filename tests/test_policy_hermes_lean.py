@@ -49,8 +49,8 @@ LEGACY_CFG = cfg_of(LEGACY_OVERRIDES)
 
 def hermes_trigger(window: int, max_tokens: int | None) -> int:
     """Hermes's trigger, restated: _effective_threshold_percent (2648-2653), _compute_threshold_tokens
-    (2655-2690), then _apply_threshold_tokens_cap (2637-2646) with the 256,000 default (config_defaults
-    'threshold_tokens')."""
+    (2655-2690), then _apply_threshold_tokens_cap (2637-2646) with the 256,000 default of the guide's
+    parameter table (259; config_defaults.py at 00067189 has 'threshold_tokens': None, line 539)."""
     percent = max(0.50, 0.75) if window < 512_000 else 0.50
     effective = window - (max_tokens or 0)
     if effective <= 0:
@@ -100,7 +100,7 @@ def test_lean_and_legacy_differ_only_in_the_tail_mode_and_its_summary_rules():
 
 
 def test_in_place_by_default():
-    """config_defaults 'in_place': True; the guide's 'In-place compaction' (275-284): rows archived under the
+    """config_defaults 'in_place': True (628); the guide's 'In-place compaction' (275-284): rows archived under the
     same id."""
     assert LEAN_CFG.in_place and LEGACY_CFG.in_place
 

@@ -113,7 +113,7 @@ def _c(rule: str, hermeslab: str, where: str) -> Citation:
 
 CITATIONS: tuple[Citation, ...] = (
     _c("Lean is the default tail mode; legacy keeps threshold x target_ratio", "compression.tail_mode",
-       f"{_DEFAULTS} 'tail_mode': 'lean'; {_COMPRESSOR} ContextCompressor.__init__ 2692-2700 (tail_mode='lean' "
+       f"{_DEFAULTS} 'tail_mode': 'lean' 546, 'target_ratio' 541; {_COMPRESSOR} ContextCompressor.__init__ 2692-2700 (tail_mode='lean' "
        "at 2699, 2704), tail_token_budget property 2173-2188"),
     _c("Lean tail: 2.5% of the window clamped to 10,000..25,000 tokens", "context.lean_tail.lean_tail_tokens",
        f"{_COMPRESSOR} LEAN_TAIL_FLOOR_TOKENS 941, LEAN_TAIL_CAP_TOKENS 942, tail_token_budget property "
@@ -141,12 +141,13 @@ CITATIONS: tuple[Citation, ...] = (
        "3665-3785, _bound_oversized_record 3634-3649; the comment above _SUMMARY_ROUTE_PIN, 52-68 (#96603 at 68)"),
     _c("Threshold 0.50, floored at 0.75 below 512K windows", "compression.small_window_limit",
        f"{_COMPRESSOR} _SMALL_CTX_WINDOW_LIMIT 1203, _SMALL_CTX_THRESHOLD_PERCENT 1204, "
-       f"_effective_threshold_percent 2648-2653; {_DEFAULTS} 'threshold': 0.50"),
+       f"_effective_threshold_percent 2648-2653; {_DEFAULTS} 'threshold': 0.50 at 536"),
     _c("64K floor held to 85% of the window where it binds; 85% when the window is unreachable",
        "compression.floor_trigger_ratio", f"{_COMPRESSOR} _MIN_CTX_TRIGGER_RATIO 2612, "
        "_compute_threshold_tokens 2655-2690"),
     _c("Trigger capped at threshold_tokens 256,000 (clamped to the window)", "compression.max_threshold_tokens",
-       f"{_DEFAULTS} 'threshold_tokens': 256_000; {_COMPRESSOR} _effective_threshold_cap 2561-2564, "
+       f"{_GUIDE} parameter table 259 ('threshold_tokens' default 256000) and 37; {_COMPRESSOR} "
+       "_effective_threshold_cap 2561-2564, "
        "_apply_threshold_tokens_cap 2637-2646"),
     _c("Usage anchor: last prompt + completion tokens plus a rough estimate of messages added since; "
        "no anchor: an estimate over the threshold waits one request", "compression.usage_anchor",
@@ -160,16 +161,18 @@ CITATIONS: tuple[Citation, ...] = (
        f"{_COMPRESSOR} _TERMINAL_SUMMARY_FAILURES 769-805, _classify_summary_failure 734-764, "
        f"DETERMINISTIC_SUMMARY_ROUTE 99; {_GUIDE} same section, 194-214"),
     _c("Provider-proven overflow: one bounded attempt past the cooldown (max_attempts 3)",
-       "compression.overflow_obeys_breaker", f"{_GUIDE} same section, 215-220; {_DEFAULTS} 'max_attempts': 3"),
+       "compression.overflow_obeys_breaker", f"{_GUIDE} same section, 215-220; {_DEFAULTS} 'max_attempts': 3 at 553"),
     _c("Summary cap min(5% of the window, 10,000)", "compression.summary_context_share",
        f"{_COMPRESSOR} _SUMMARY_TOKENS_CEILING 827, max_summary_tokens property 2190-2194"),
     _c("Compaction in place by default; compacted rows archived under the same session id",
-       "compression.in_place", f"{_DEFAULTS} 'in_place': True; {_GUIDE} 'In-place compaction', 275-284"),
+       "compression.in_place", f"{_DEFAULTS} 'in_place': True at 628; {_GUIDE} 'In-place compaction', 275-284"),
     _c("protect_first_n 3, protect_last_n 20, 8-message tail floor", "compression.tail_floor_cap",
-       f"{_DEFAULTS}; {_COMPRESSOR} __init__ defaults 2693; _MAX_TAIL_MESSAGE_FLOOR 1184"),
+       f"{_DEFAULTS} 'protect_first_n' 601, 'protect_last_n' 547; {_COMPRESSOR} __init__ defaults 2693; "
+       "_MAX_TAIL_MESSAGE_FLOOR 1184"),
     _c("min_tail_user_messages 1 and tail_assistant_max_chars 0 are the defaults: the single last-user anchor "
        "and no cut, which is what hermes-0.19's rules already do", "(no switch)",
-       f"{_DEFAULTS}; {_GUIDE} parameter table 256-273 (264, 265)"),
+       f"{_DEFAULTS} 'min_tail_user_messages' 550 (no 'tail_assistant_max_chars' key at this commit); "
+       f"{_GUIDE} parameter table 256-273 (264, 265); {_COMPRESSOR} __init__ 2699-2700"),
     _c("Version 0.21.3", "HERMES_VERSION",
        f"hermes_cli/__init__.py @ {VERSION_COMMIT[:8]} __version__ 6 (__release_date__ 7); pyproject.toml"),
 )
