@@ -222,18 +222,6 @@ def test_orphan_results_are_rejected_then_repairable(messages):
     check_result("seed", repaired, copy.deepcopy(repaired), result, cfg, opening_task(repaired))
 
 
-@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                    HealthCheck.data_too_large])
-@given(messages=conversations(), window=WINDOWS)
-def test_thorough_hermes_preset_invariants(messages, window):
-    """The long run, on the cheaper rough estimator."""
-    cfg = _cfg("hermes-0.19")
-    snapshot = copy.deepcopy(messages)
-    result = compress(messages, cfg=cfg, budgets=derive_budgets(cfg, window), state=CompressionState(),
-                      summariser=FixedSummariser())
-    check_result("hermes-0.19", messages, snapshot, result, cfg, opening_task(messages))
-
-
 @SETTINGS
 @given(messages=conversations(), share=st.floats(0.2, 0.9), carries_request=st.booleans(), data=st.data())
 def test_fitting_after_an_overflow_breaks_no_role_order_and_keeps_the_request(messages, share, carries_request,
