@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The zoo and probe-exam notebooks (07, 08) run from ``test_notebooks_zoo``, so a parallel run can give them a
+#: worker of their own.
 NOTEBOOKS = ["02_token_usage.ipynb", "03_compression_thresholds.ipynb", "04_summary_budgets.ipynb",
-             "06_ab_recorded_sessions.ipynb", "07_compaction_zoo.ipynb",
-             "08_what_compaction_forgets.ipynb"]
+             "06_ab_recorded_sessions.ipynb"]
 
 
 def code_cells(path: Path) -> int:
@@ -23,9 +24,8 @@ def code_cells(path: Path) -> int:
     return sum(cell["cell_type"] == "code" for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_the_notebook_runs_under_nbval(name):
+def run_under_nbval(name: str) -> None:
+    """Run ``notebooks/NAME`` top to bottom under nbval; every code cell must pass."""
     path = ROOT / "notebooks" / name
     # Offline: without an endpoint, 04 skips its LLM comparison instead of calling a paid API.
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
@@ -36,6 +36,12 @@ def test_the_notebook_runs_under_nbval(name):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-2000:]
     assert f"{code_cells(path)} passed" in process.stdout, process.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_notebook_runs_under_nbval(name):
+    run_under_nbval(name)
 
 
 #: README zoo-table columns, each with the notebook means column it quotes (compressions carry the
