@@ -25,7 +25,7 @@ from hermeslab.context.baselines import BaselineResult
 from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from hermeslab.core.compression_config import CompressionConfig
 
-from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 #: Tool uses (call and result) the API leaves untouched, newest first: the documented default of ``keep``.
 KEEP_TOOL_USES = 3
@@ -102,4 +102,39 @@ POLICY = Policy(
     ),
     strategies={SUMMARY: claude_code_summary, CLEAR: anthropic_clear_tool_uses},
     triggers={SUMMARY: claude_code_trigger, CLEAR: clear_tool_uses_trigger},
+    # Line numbers are those of the pages' stored copies named in docs/presets.md: Claude Code's pages as
+    # docs/<page>.md in ericbuess/claude-code-docs @ ec68a5b2, the API's page as
+    # content/en/build-with-claude/context-editing.md in thevibeworks/claude-code-docs @ 3f1ef7c2.
+    citations=(
+        Citation("With no auto-compact window set, Claude Code compacts when the conversation reaches the "
+                 "model's context limit", "claude_code_trigger, compression.threshold: 1.0",
+                 "model-config page, \"Default auto-compact thresholds\" (model-config.md 651-653)"),
+        Citation("An auto-compact window of 100K to 1M tokens, capped at the model's window, sets how full the "
+                 "context gets first", "a compression.threshold below 1.0",
+                 "model-config page, \"Set the auto-compact window\" (model-config.md 635-649); env-vars page, "
+                 "CLAUDE_CODE_AUTO_COMPACT_WINDOW (env-vars.md 212)"),
+        Citation("Only the context limit is named, no output reserve", "model.max_tokens plays no part",
+                 "model-config page (model-config.md 651-653)"),
+        Citation("A compaction replaces the conversation with a structured summary", "claude_code_summary",
+                 "context-window page, \"What survives compaction\" (context-window.md 1582, 1586)"),
+        Citation("The system prompt is unchanged and not part of the message history",
+                 "system messages kept in front", "context-window page, \"What survives compaction\" table "
+                 "(context-window.md 1588-1590)"),
+        Citation("The automatic pass works as /compact does", "one strategy for every trigger",
+                 "context-window page, \"When your context fills up\" (context-window.md 1604)"),
+        Citation("A fresh session has nothing to compact", "outcome nothing_to_summarise",
+                 "costs page, \"Reduce token usage\" (costs.md 175)"),
+        Citation("clear_tool_uses_20250919 trigger: 100,000 input tokens; clearing begins once the prompt "
+                 "exceeds it", "CLEAR_TOOL_USES_TRIGGER, clear_tool_uses_trigger",
+                 "context-editing page, \"Configuration options for tool result clearing\" "
+                 "(context-editing.md 1731)"),
+        Citation("keep: 3 tool uses, the oldest cleared first", "KEEP_TOOL_USES, results_to_clear",
+                 "context-editing page (context-editing.md 1732; \"Tool result clearing\", 36-40)"),
+        Citation("clear_at_least: none; exclude_tools: none", "min_saving 0, no tool exempt",
+                 "context-editing page (context-editing.md 1733-1734)"),
+        Citation("clear_tool_inputs: false, so the calls stay and only results are cleared",
+                 "anthropic_clear_tool_uses", "context-editing page (context-editing.md 1735; 40)"),
+        Citation("Each cleared result is replaced by placeholder text saying it was removed", "CLEARED",
+                 "context-editing page, \"Tool result clearing\" (context-editing.md 40)"),
+    ),
 )

@@ -19,7 +19,7 @@ from hermeslab.context.zoo_common import Message, ZooInput, result, split_system
 from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.messages import text_of
 
-from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 #: Tokens of the user's own messages kept after a compaction.
 USER_MESSAGE_BUDGET = 20_000
@@ -101,4 +101,37 @@ POLICY = Policy(
                     "drop everything else."),),
     strategies={STRATEGY: codex_user_messages},
     triggers={STRATEGY: codex_trigger},
+    citations=(
+        Citation("Auto-compact limit defaults to context_window * 9 / 10 (integer arithmetic, the whole window)",
+                 "codex_trigger, compression.threshold: 0.9",
+                 "codex-rs/protocol/src/openai_models.rs @ 8db07003, 269-272 (field), 284-289 "
+                 "(ModelInfo::auto_compact_token_limit)"),
+        Citation("Compacts once the session's total usage reaches the limit, after a sampling request",
+                 "codex_trigger (tokens >= limit)",
+                 "codex-rs/core/src/codex.rs, run_turn (total_usage_tokens >= auto_compact_limit)"),
+        Citation("The compaction request carries the whole history", "summarise(history)",
+                 "codex-rs/core/src/compact.rs 71-75, 97-103"),
+        Citation("Summary text is a fixed prefix line, a newline, then the model's last message",
+                 "OPENING + summary", "codex-rs/core/src/compact.rs 32, 158-161"),
+        Citation("The new history starts from the rebuilt initial context", "system messages kept in front",
+                 "codex-rs/core/src/compact.rs 164-165"),
+        Citation("Kept: every user message except earlier summaries", "is_real_user_message, not is_summary_message",
+                 "codex-rs/core/src/compact.rs 209-227"),
+        Citation("Budget for the kept user messages: 20,000 tokens", "USER_MESSAGE_BUDGET",
+                 "codex-rs/core/src/compact.rs 33"),
+        Citation("Newest first; whole while they fit, the first that does not is cut to what is left and the walk "
+                 "stops; then back to conversation order", "select_user_messages",
+                 "codex-rs/core/src/compact.rs 249-265"),
+        Citation("Tokens are approximated from bytes, four to a token, rounded up", "approx_tokens, BYTES_PER_TOKEN",
+                 "codex-rs/core/src/compact.rs 19, 255; codex-rs/core/src/truncate.rs @ 02080945, "
+                 "approx_token_count"),
+        Citation("The message that does not fit is cut in the middle, head and tail kept around a marker",
+                 "cut_middle", "codex-rs/core/src/compact.rs 260 (truncate_text, TruncationPolicy::Tokens)"),
+        Citation("Kept user messages come first, the summary last, each as a user message",
+                 "codex_user_messages output order", "codex-rs/core/src/compact.rs 268-288"),
+        Citation("An empty summary becomes a fixed placeholder and the compaction still applies", "NO_SUMMARY",
+                 "codex-rs/core/src/compact.rs 278-282"),
+        Citation("Everything else (assistant turns, tool calls and results) leaves the history",
+                 "codex_user_messages", "codex-rs/core/src/compact.rs 165, 172 (replace_history)"),
+    ),
 )

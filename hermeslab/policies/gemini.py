@@ -23,7 +23,7 @@ from hermeslab.context.zoo_common import Message, ZooInput, result, split_system
 from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.messages import text_of, wire_message
 
-from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 #: Share of the history (in characters) kept verbatim after the cut.
 PRESERVE_FRACTION = 0.3
@@ -161,4 +161,42 @@ POLICY = Policy(
                     "a user message on, summary as a user message plus an acknowledgement."),),
     strategies={STRATEGY: gemini_state_snapshot},
     triggers={STRATEGY: gemini_trigger},
+    citations=(
+        Citation("Chat compression is the default path; the experimental context manager is off unless enabled",
+                 "strategy gemini_state_snapshot",
+                 "packages/core/src/core/client.ts 643, 689; packages/cli/src/config/settingsSchema.ts 2461-2466"),
+        Citation("No compression while the last prompt's tokens are under 0.5 of the model's token limit",
+                 "gemini_trigger (ceil), compression.threshold: 0.5",
+                 "packages/core/src/context/chatCompressionService.ts 41, 268-285"),
+        Citation("Tool outputs, newest first, count against a 50,000-token budget; one that would pass it is "
+                 "shortened and its shortened size counts on", "shorten_old_outputs, TOOL_OUTPUT_BUDGET",
+                 "packages/core/src/context/chatCompressionService.ts 52, 137-237 (check at 183-186, 210-213)"),
+        Citation("A shortened output keeps the first 20% and last 80% of its allowance", "shorten_output, "
+                 "TRUNCATE_HEAD_SHARE", "packages/core/src/utils/fileUtils.ts 704-724"),
+        Citation("Allowance: min(4 x (token limit - last prompt tokens), 40,000) characters",
+                 "room_chars, TRUNCATE_MAX_CHARS", "packages/core/src/config/config.ts 478, 3794-3800"),
+        Citation("Estimate: an ASCII character a quarter token, any other 1.5; over 100,000 characters, length / 4",
+                 "estimate_text, ESTIMATE_FULL_SCAN_CHARS",
+                 "packages/core/src/utils/tokenCalculation.ts 17, 28, 35, 40-57, 120-123"),
+        Citation("The newest 30% of the history's characters is kept", "PRESERVE_FRACTION",
+                 "packages/core/src/context/chatCompressionService.ts 47, 323-326"),
+        Citation("Cut at the first user message (not a tool result) with 70% of the characters before it; none: "
+                 "everything if the last message is a reply without tool calls, else the last user message seen",
+                 "split_point", "packages/core/src/context/chatCompressionService.ts 60-100"),
+        Citation("Nothing before the cut: no compression", "outcome nothing_to_summarise",
+                 "packages/core/src/context/chatCompressionService.ts 331-340"),
+        Citation("The summariser reads the unshortened span when it fits the token limit, else the shortened one",
+                 "span choice in gemini_state_snapshot",
+                 "packages/core/src/context/chatCompressionService.ts 342-351"),
+        Citation("New history: the summary as a user message, a model acknowledgement, then the kept messages",
+                 "[summary (user), ACK (assistant), *kept]",
+                 "packages/core/src/context/chatCompressionService.ts 431-441"),
+        Citation("An empty summary changes nothing", "outcome empty_summary (aborted)",
+                 "packages/core/src/context/chatCompressionService.ts 413-429"),
+        Citation("A result larger than the prompt before is refused", "outcome inflated",
+                 "packages/core/src/context/chatCompressionService.ts 462-471"),
+        Citation("After such a refusal, automatic compressions only shorten tool outputs", "FAILED_FLAG",
+                 "packages/core/src/core/client.ts 1216-1221; "
+                 "packages/core/src/context/chatCompressionService.ts 294-321"),
+    ),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Policy, Preset
+from .base import Citation, Policy, Preset
 
 NAME = "hermes-0.19"
 VERSION = "0.19.0"
@@ -74,4 +74,46 @@ POLICY = Policy(
     presets=(Preset(NAME, _OVERRIDES, "Hermes's own decisions, faults included: head, pruned middle summarised, "
                                       "token-budget tail."),),
     fidelity="parity",
+    citations=(
+        Citation("Compaction fires at 50% of the window by default", "seed's compression.threshold: 0.50",
+                 "agent/context_compressor.py 1309"),
+        Citation("The threshold is floored at 64,000 tokens", "seed's compression.min_threshold_tokens: 64_000",
+                 "agent/model_metadata.py 194; agent/context_compressor.py 1296-1297"),
+        Citation("Windows under 512,000 tokens fire at no less than 75%",
+                 "compression.small_window_limit: 512_000, seed's small_window_threshold: 0.75",
+                 "agent/context_compressor.py 316-317, 1261-1262"),
+        Citation("When the floor meets the input window, fire at 85% of it (below the window), with no ceiling",
+                 "compression.min_trigger_ratio: 0.85, max_trigger_ratio: None",
+                 "agent/context_compressor.py 1229, 1302-1304"),
+        Citation("The input window is the context length less max_tokens, when that is positive",
+                 "threshold over the effective window", "agent/context_compressor.py 1293-1295"),
+        Citation("Head: 3 messages after the system prompt; tail floor 20 for the prune, capped at 8 for the cut",
+                 "seed's protect_first_n: 3, protect_last_n: 20, tail_floor_cap: 8",
+                 "agent/context_compressor.py 1310-1311, 307, 3205"),
+        Citation("Tail budget: 20% of the threshold, with a 1.5x soft ceiling in the tail cut",
+                 "seed's target_ratio: 0.20, soft_tail_factor: 1.5",
+                 "agent/context_compressor.py 1312, 1375-1376, 3214"),
+        Citation("Tokens estimated as characters over four, rounded up", "compression.estimator: rough",
+                 "agent/model_metadata.py 2600-2609; agent/context_compressor.py 281"),
+        Citation("Summary budget: 20% of what is summarised, at least 2,000 tokens",
+                 "seed's summary_ratio: 0.20, summary_min_tokens: 2_000",
+                 "agent/context_compressor.py 269, 271, 1815-1824"),
+        Citation("Summary cap: the smaller of 5% of the context length and 10,000 tokens",
+                 "compression.summary_context_share: 0.05, summary_max_tokens: 10_000",
+                 "agent/context_compressor.py 275, 1377-1379"),
+        Citation("Prune: outputs under 200 characters are left alone; call arguments over 500 characters have "
+                 "their string leaves cut to 200", "seed's prune_min_chars, shrink_args_over, shrink_leaf_chars",
+                 "agent/context_compressor.py 1737, 1775-1776, 1800, 515"),
+        Citation("The prune's one-liners and argument shrinking run over every message before the boundary, "
+                 "the protected head included", "compression.prune_head: True",
+                 "agent/context_compressor.py 1748, 1791"),
+        Citation("Two ineffective (or fallback) compactions in a row block automatic compaction",
+                 "seed's compression.ineffective_limit: 2", "agent/context_compressor.py 1629-1631"),
+        Citation("Too few messages (the head and four more at most) is a no-op that counts as a strike",
+                 "compression.strike_when_nothing_to_summarise: True", "agent/context_compressor.py 3370-3379"),
+        Citation("An aborted summary returns the pruned list, not the original",
+                 "compression.abort_keeps_original: False", "agent/context_compressor.py 3393, 3501-3538"),
+        Citation("Compaction rewrites the conversation in place by default", "compression.in_place: True",
+                 "hermes_cli/config.py 1515"),
+    ),
 )

@@ -25,7 +25,7 @@ from hermeslab.context.zoo_common import Message, ZooInput, result, split_system
 from hermeslab.core.compression_config import CompressionConfig
 from hermeslab.core.messages import text_of, tool_calls_of
 
-from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 #: Tokens of the newest tool outputs the prune never clears.
 PRUNE_PROTECT = 40_000
@@ -148,4 +148,33 @@ POLICY = Policy(
     strategies={STRATEGY: opencode_prune_summary},
     triggers={STRATEGY: opencode_trigger},
     output_reserves={STRATEGY: opencode_reserve},
+    citations=(
+        Citation("Compacts when a reply's token count reaches usable = context - the output reserve "
+                 "(no separate input limit)", "opencode_trigger, compression.threshold: 1.0",
+                 "packages/opencode/src/session/compaction.ts 32-48 (count >= usable, 47)"),
+        Citation("Output reserve: the model's output cap, at most 32,000; 32,000 when unknown",
+                 "OUTPUT_MAX, opencode_reserve",
+                 "packages/opencode/src/provider/transform.ts 21 (OUTPUT_TOKEN_MAX), maxOutputTokens"),
+        Citation("The prune leaves the newest 40,000 tokens of tool outputs alone", "PRUNE_PROTECT",
+                 "packages/opencode/src/session/compaction.ts 51, 82"),
+        Citation("The prune applies only when more than 20,000 tokens would be cleared", "PRUNE_MINIMUM",
+                 "packages/opencode/src/session/compaction.ts 50, 90"),
+        Citation("skill outputs never count nor clear", "PROTECTED_TOOLS",
+                 "packages/opencode/src/session/compaction.ts 53, 77"),
+        Citation("Walk back; skip until two user turns are seen; stop at a summary or an output already cleared",
+                 "outputs_to_clear, PROTECTED_TURNS", "packages/opencode/src/session/compaction.ts 68-88"),
+        Citation("A cleared output reads as a fixed placeholder", "CLEARED",
+                 "packages/opencode/src/session/message-v2.ts, toModelMessages (time.compacted)"),
+        Citation("Token estimate by character class: digits 1/1.9, punctuation and symbols 1/1.2, "
+                 "whitespace 1/2.5, other 1/3.5", "estimate_tokens",
+                 "packages/opencode/src/util/token.ts @ 0327c968 (not stored at fd78ec63)"),
+        Citation("The summary is an assistant message marked summary, answering a compaction request",
+                 "[ASK (user), summary (assistant)]", "packages/opencode/src/session/compaction.ts 113-121"),
+        Citation("The summary request carries the whole (pruned) session", "summarise(pruned)",
+                 "packages/opencode/src/session/compaction.ts 187-188"),
+        Citation("Afterwards the history the model reads starts at that request", "everything before is gone",
+                 "packages/opencode/src/session/message-v2.ts, filterCompacted"),
+        Citation("An automatic compaction adds a synthetic user message asking the model to go on", "GO_ON",
+                 "packages/opencode/src/session/compaction.ts 202-219"),
+    ),
 )

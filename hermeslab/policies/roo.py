@@ -26,7 +26,7 @@ from hermeslab.context.types import is_summary_message
 from hermeslab.context.zoo_common import Message, ZooInput, result, split_system, summarise, summary_message, unchanged
 from hermeslab.core.compression_config import CompressionConfig
 
-from .base import IN_PLACE_NO_BREAKER, Policy, Preset, share_of_window
+from .base import IN_PLACE_NO_BREAKER, Citation, Policy, Preset, share_of_window
 
 #: Output reserve Roo Code assumes when the model has no output cap of its own.
 DEFAULT_RESERVE = 8_192
@@ -162,4 +162,27 @@ POLICY = Policy(
     strategies={STRATEGY: roo_condense},
     triggers={STRATEGY: roo_trigger},
     output_reserves={STRATEGY: roo_reserve},
+    citations=(
+        Citation("Automatic condensing is on by default, at 100% of the window", "compression.threshold: 1.0",
+                 "src/core/task/Task.ts 3998-3999"),
+        Citation("Output reserve: the model's max tokens, else 8,192", "DEFAULT_RESERVE, roo_reserve",
+                 "src/core/context-management/index.ts 270; packages/types/src/providers/anthropic.ts 204"),
+        Citation("A buffer of 10% of the window", "ROO_BUFFER", "src/core/context-management/index.ts 26, 284"),
+        Citation("Condenses when 100 x tokens / window >= percent or tokens > window x 0.9 - reserve",
+                 "roo_trigger, over_room", "src/core/context-management/index.ts 280-284, 306-308"),
+        Citation("The percent is accepted between 5 and 100", "compression.threshold in (0, 1]",
+                 "src/core/condense/index.ts 111-112"),
+        Citation("Condensing summarises every message from the last summary on, that summary included",
+                 "since_last_summary", "src/core/condense/index.ts 278-279, 519-528"),
+        Citation("Refused with at most one such message, or a summary and one more", "condense_refusal",
+                 "src/core/condense/index.ts 281-295"),
+        Citation("The summary is a user message after every earlier message, which the model no longer sees",
+                 "[summary (user)]", "src/core/condense/index.ts 458-487, 546-553"),
+        Citation("Condensing failed or not tried and tokens over the room: the sliding window", "roo_condense fallback",
+                 "src/core/context-management/index.ts 323-335"),
+        Citation("Sliding window: keep the first message, hide floor((n - 1) x 0.5) rounded down to even",
+                 "hide_older_half, TRUNCATE_FRACTION", "src/core/context-management/index.ts 81-96, 335"),
+        Citation("A user-role marker naming the count goes right before the first kept message",
+                 "the note joined to the first message", "src/core/context-management/index.ts 106-128"),
+    ),
 )
