@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
+from .context.fates import fates_of_result
 from .core.events import CompressionEvent, Event, MessageAdded, SessionEnded, SessionStarted
 from .core.tokens import TokenCounter
 
@@ -250,6 +251,8 @@ class SessionManager:
         result = compaction.result
         plan, summary = getattr(result, "plan", None), result.summary_text or ""
         size = self._prompt_size
+        history = self.session.messages
+        fates = fates_of_result(history, compaction.messages if mode != "none" else history, result)
         self._emit(CompressionEvent, trigger=compaction.trigger, strategy=strategy,
                    tokens_before=result.tokens_before, tokens_after=result.tokens_after,
                    prompt_tokens_before=size(self.session.messages) if size else None,
@@ -264,7 +267,8 @@ class SessionManager:
                    fallback_used=result.fallback_used, mode=mode, new_session_id=child.id if child else None,
                    archived_before_seq=self.session.next_seq if mode == "in_place" else None,
                    details={**(getattr(result, "record", {}) or {}), "verdict": compaction.verdict,
-                            "window": compaction.window})
+                            "window": compaction.window},
+                   summary_text=summary or None, message_fates=dict(zip(self.session.message_ids, fates)))
 
     def _switched(self, old_id: str) -> None:
         if self._on_switch is not None:

@@ -213,6 +213,11 @@ class CompressionEvent(Event):
     archived_before_seq: int | None = None
     #: The phases' decision records (pruned indices, budgets, reasons).
     details: dict[str, Any] = field(default_factory=dict)
+    #: The summary as inserted (None when none was written), for showing what replaced the removed messages.
+    summary_text: str | None = None
+    #: By message id, in history order, what became of each message of the history compressed: ``kept``,
+    #: ``pruned``, ``summarised`` or ``dropped`` (``hermeslab.context.fates``); all kept when nothing was applied.
+    message_fates: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import shlex
 
 from IPython.core.error import UsageError
+from IPython.display import display
 
 from ..context.budget import explain_threshold
 from ..core.config import ConfigError, parse_overrides
+from ..runtime import lab_path
 from ..store import StoreError
 from .chat import ChatBusyError, NotebookChat
 from .export import FORMATS, session_record, write_export
+from .timeline import show_timeline
 
 USAGE = """\
 %%hermes + a message in the cell body: one turn with the agent (streams below the cell).
@@ -28,6 +31,7 @@ USAGE = """\
   status                    session, lineage, turns, tokens, threshold, compressions
   config key=value ...      rebuild the chat with config overrides (values are YAML)
   export md|jsonl PATH      write the conversation (jsonl: the recorded-session format)
+  timeline [session id]     each compaction of the conversation: the context before and after, the summary
 Settings: %config Hermes"""
 
 #: Errors that are the user's to fix (a busy chat, a bad key or value, a missing file); shown as one line.
@@ -129,6 +133,21 @@ class HermesMagics:
         record = session_record(self.chat.runtime)
         path = write_export(record, words[0], words[1])
         print(f"exported session {record['id']} ({len(record['messages'])} messages) to {path}")
+
+    def _cmd_timeline(self, rest: str) -> None:
+        words = _split(rest)
+        if len(words) > 1:
+            raise UsageError("usage: %hermes timeline [session id]  (default: this chat's session)")
+        if words:
+            session, lab = words[0], lab_path(self.chat.settings.build_config(self.chat.overrides))
+        else:
+            self.chat.require_idle("timeline")
+            runtime = self.chat.runtime
+            if runtime.writer is None:
+                raise UsageError("the lab is off (store.enabled is false): there is no log to read compactions from")
+            runtime.writer.flush()
+            session, lab = runtime.agent.session.id, runtime.lab_path
+        display(show_timeline(lab, session=session))
 
 
 def _split(text: str) -> list[str]:

@@ -263,6 +263,8 @@ class RowBuilder:
                 "new_session_id": _opt_str(event.new_session_id),
                 "archived_before_seq": _opt_int(event.archived_before_seq),
                 "details": _json(event.details),
+                "summary_text": self._private(event.summary_text),
+                "message_fates": _json(event.message_fates) if event.message_fates else None,
                 "created_at": utc(event.ts),
             },
         )

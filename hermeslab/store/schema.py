@@ -293,6 +293,13 @@ _V5_EXAM_CACHE = (
     "CREATE INDEX exam_cache_identity ON exam_cache (kind, identity)",
 )
 
+# What a compaction did to each message (by message id) and the summary it inserted, so its before and after
+# can be shown; an older lab's compressions have neither.
+_V6_COMPACTION_FATES = (
+    "ALTER TABLE compressions ADD COLUMN summary_text VARCHAR",
+    "ALTER TABLE compressions ADD COLUMN message_fates JSON",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, messages, turns, api and tool calls, compressions, recoveries, errors, events", _V1_TABLES),
     Migration(2, "how a compression was applied: rotation to a child session or in-place archiving",
@@ -305,6 +312,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               "answers cut off before they finished",
               _V4_ALL_CALLS_AND_SERVER_MODEL),
     Migration(5, "the probe exam's cached answers, judgements and question lists", _V5_EXAM_CACHE),
+    Migration(6, "each compaction's summary text and what became of every message it saw", _V6_COMPACTION_FATES),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -483,7 +483,8 @@ def _snapshot(event: Event) -> Event:
             raise TypeError(f"MessageAdded.message must be a dict, got {type(event.message).__name__}")
         return dataclasses.replace(event, message=_copy_message(event.message))
     if isinstance(event, CompressionEvent):
-        return dataclasses.replace(event, details=copy.deepcopy(event.details))
+        return dataclasses.replace(event, details=copy.deepcopy(event.details),
+                                   message_fates=dict(event.message_fates))
     if isinstance(event, MessagesWithdrawn):
         return dataclasses.replace(event, message_ids=list(event.message_ids))
     return event
