@@ -167,7 +167,9 @@ POLICY = Policy(
                  "packages/opencode/src/session/message-v2.ts, toModelMessages (time.compacted)"),
         Citation("Token estimate by character class: digits 1/1.9, punctuation and symbols 1/1.2, "
                  "whitespace 1/2.5, other 1/3.5", "estimate_tokens",
-                 "packages/opencode/src/util/token.ts @ 0327c968 (not stored at fd78ec63)"),
+                 "packages/opencode/src/util/token.ts @ 0327c968, 5-16, 22-36 (not stored at fd78ec63; this "
+                 "estimator was proposed to opencode and closed unmerged; the version stored at 0f7d18ad "
+                 "estimates round(characters / 4), 2-6)"),
         Citation("The summary is an assistant message marked summary, answering a compaction request",
                  "[ASK (user), summary (assistant)]", "packages/opencode/src/session/compaction.ts 113-121"),
         Citation("The summary request carries the whole (pruned) session", "summarise(pruned)",
