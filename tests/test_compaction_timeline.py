@@ -26,6 +26,7 @@ from hermeslab.notebook.timeline_data import (
     preview,
 )
 from hermeslab.store import open as open_lab
+from test_notebook_magics import shell  # noqa: F401  (the IPython shell with hermeslab loaded)
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "datasets" / "hermeslab_offline_sessions.jsonl"
 SUMMARY_MESSAGE = {"role": "user", "content": summary_text("Earlier turns were summarised: the parser works.")}
@@ -214,3 +215,25 @@ def test_a_replay_without_compactions_says_so(tmp_path):
     shown = show_timeline(run)
     assert repr(shown) == f"session {recording.id}: no compactions"
     assert "hermeslab-timeline-empty" in shown._repr_html_()
+
+
+# ---------------------------------------------------------------- %hermes timeline
+
+
+def test_the_magic_shows_a_logged_conversation_and_refuses_an_unknown_one(shell, tmp_path):
+    from IPython.core.error import UsageError
+
+    recording = list(read_recordings(RECORDINGS))[1]
+    run = replay(recording, Config().with_overrides({"model.context_length": 6_000}), store=tmp_path / "lab.duckdb")
+    shell.run_line_magic("hermes", f"timeline {run.session_ids[-1]}")
+    shown = shell.display_pub.outputs[-1]["data"]
+    assert shown["text/plain"].startswith(f"session {run.session_ids[-1]}: 2 compactions"), shown
+    with pytest.raises(UsageError, match="^no session 'nope' in .*lab.duckdb$"):
+        shell.run_line_magic("hermes", "timeline nope")
+    with pytest.raises(UsageError, match=r"^usage: %hermes timeline \[session id\]"):
+        shell.run_line_magic("hermes", "timeline one two")
+
+
+def test_the_magic_on_a_chat_that_has_not_run_says_so(shell, capsys):
+    shell.run_line_magic("hermes", "timeline")
+    assert "no compactions (nothing logged yet)" in capsys.readouterr().out

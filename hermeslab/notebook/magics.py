@@ -145,8 +145,11 @@ class HermesMagics:
             runtime = self.chat.runtime
             if runtime.writer is None:
                 raise UsageError("the lab is off (store.enabled is false): there is no log to read compactions from")
-            runtime.writer.flush()
             session, lab = runtime.agent.session.id, runtime.lab_path
+            if not runtime.agent.session.started:
+                print(f"session {session}: no compactions (nothing logged yet)")
+                return
+            runtime.writer.flush()
         display(show_timeline(lab, session=session))
 
 
