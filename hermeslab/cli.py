@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
+    from inspect_ai.log import EvalLog
 
     from .core.config import Config
     from .eval.exam import ExamSettings
@@ -284,6 +287,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .notebook.export import export_target
 
+    if args.format == "inspect":
+        return _export_inspect(args)
+    if len(args.session_id) != 1:
+        raise SystemExit(f"hermeslab: export --format {args.format} takes one SESSION, got {len(args.session_id)}")
     try:  # checked before any work, so a mistyped path costs nothing
         target = export_target(args.out, args.format) if args.out else None
     except ValueError as exc:
@@ -297,7 +304,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .recordings.lab import builtin_tool_schemas, import_lab
 
     try:
-        recording = import_lab(path, args.session_id)
+        recording = import_lab(path, args.session_id[0])
         recording.tools = builtin_tool_schemas(config, recording.messages)
         if args.format == "md":
             from .notebook.export import markdown_transcript
@@ -313,6 +320,31 @@ def cmd_export(args: argparse.Namespace) -> int:
     target.write_text(text, encoding="utf-8")
     print(f"exported {recording.id} ({len(recording.messages)} messages, {recording.meta['compressions']} "
           f"compression(s), sessions {' → '.join(recording.meta['lineage'])}) to {target}")
+    return 0
+
+
+def _export_inspect(args: argparse.Namespace) -> int:
+    """``export --format inspect``: the lab's conversations (or those of the sessions named) as Inspect logs."""
+    from .eval.exporters.inspect_files import log_folder, write_logs
+    from .eval.exporters.inspect_lab import lab_logs, read_conversations
+
+    if not args.out:
+        raise SystemExit("hermeslab: export --format inspect needs --out DIR, an existing folder for the logs")
+    try:  # checked before any work, so a mistyped folder or a missing extra costs nothing
+        log_folder(args.out)
+    except (ValueError, ImportError) as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
+    path = _lab_path(args, _load_config(args.config))
+    if not path.exists():
+        print(f"no lab database at {path}")
+        return 1
+    try:
+        logs = lab_logs(read_conversations(path, args.session_id), path.name)
+        written = write_logs(logs, args.out)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"hermeslab: {exc}") from None
+    for log, target in zip(logs, written):
+        print(f"exported {len(log.samples or [])} conversation(s) on {log.eval.model} to {target}")
     return 0
 
 
@@ -337,20 +369,43 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise SystemExit("hermeslab: two --config options have the same name (a file's stem, else the text)")
     if len(configs) < 2:
         raise SystemExit("hermeslab: ab needs at least two --config options")
+    _inspect_folder(args.inspect_log)
     baseline = next(iter(configs))
+    if (misuse := _scheduler_misuse(args)) is not None:
+        print(f"hermeslab ab: {misuse}", file=sys.stderr)
+        return 2
+    executor, cluster = args.executor or "processes", None
+    if args.scheduler is not None:
+        from .eval.dask_cluster import ClusterError, connect, worker_cpu_seconds
+
+        try:
+            hermes_texts = any(load_config(spec).compression.hermes_texts for spec in configs.values())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"hermeslab: {exc}") from None
+        try:
+            executor = cluster = connect(args.scheduler, timeout=args.scheduler_timeout, hermes_texts=hermes_texts)
+        except (ClusterError, ImportError) as exc:
+            print(f"hermeslab ab: {exc}", file=sys.stderr)
+            return 2
     try:
+        cpu_before = worker_cpu_seconds(cluster) if cluster is not None else {}
         exam = _exam_settings(args.exam, {name: load_config(spec) for name, spec in configs.items()}
                               if args.exam is not None else {})
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", UserWarning)  # skipped lines are listed below
             warnings.simplefilter("always", FlatSweepWarning)
             cell = ReplayCell(exam=exam, allow_summary_fallback=args.allow_summary_fallback)
-            frame = run_ab(args.files, configs, out=args.out, executor=args.executor, workers=args.workers,
+            frame = run_ab(args.files, configs, out=args.out, executor=executor, workers=args.workers,
                            limit=args.limit, cell=cell)
+        if cluster is not None:
+            ran_on = _cluster_line(cluster, args.scheduler, cpu_before)
         tables = {name: paired_compare(frame, baseline, name, args.metric or None, n_resamples=args.resamples,
                                        seed=args.seed) for name in list(configs)[1:]}
     except (OSError, ValueError, ImportError) as exc:
         raise SystemExit(f"hermeslab: {exc}") from None
+    finally:
+        if cluster is not None:
+            cluster.close()
     failed = frame[frame["status"] != "ok"]
     left_out, hidden = _ab_left_out(frame, args.metric, args.all_metrics)
     tables = {name: _without(table, left_out + hidden) for name, table in tables.items()}
@@ -364,6 +419,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(f"warning: {row.session_id} under {row.config} kept, flagged: {row.note}", file=sys.stderr)
     print(f"{frame['session_id'].nunique()} sessions x {len(configs)} configs, {len(failed)} failed cell(s), "
           f"run {frame.attrs['run_id']}" + (f", results in {args.out}" if args.out else ""))
+    if cluster is not None:
+        print(ran_on)
     for line in frame.attrs["nothing_compressed"] + frame.attrs["compacting_every_call"]:
         print(f"note: {line}")
     if (price := default_price_note(frame)) is not None:
@@ -388,10 +445,40 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 print(f"not compared: {metric}, {why}")
     if tables:
         print(f"\n{LEGEND}")
+    if args.inspect_log is not None:
+        from .eval.ab import gather_recordings
+        from .eval.exporters.inspect_ab import ab_logs
+
+        recordings = {recording.id: recording for recording in gather_recordings(args.files, limit=args.limit)[0]}
+        _write_inspect_logs(lambda: ab_logs(frame, {name: load_config(spec) for name, spec in configs.items()},
+                                            recordings=recordings), args.inspect_log)
     why = failure_line(frame)
     if why is not None:
         print(f"hermeslab ab: exit 1: {why}", file=sys.stderr)
     return 1 if why is not None else 0
+
+
+def _scheduler_misuse(args: argparse.Namespace) -> str | None:
+    """Why ``ab``'s options about a Dask cluster do not go together (None: they do)."""
+    if args.scheduler is None:
+        return None if args.scheduler_timeout is None else "--scheduler-timeout needs --scheduler"
+    if args.executor not in (None, "dask"):
+        return f"--scheduler runs the cells on that Dask cluster; it cannot be combined with --executor {args.executor}"
+    if args.scheduler_timeout is not None and not args.scheduler_timeout > 0:
+        return f"--scheduler-timeout must be a positive number of seconds, got {args.scheduler_timeout:g}"
+    return None
+
+
+def _cluster_line(client: Any, address: str, cpu_before: dict[str, float]) -> str:
+    """The cluster's workers and threads, and the CPU seconds their processes used since ``cpu_before``."""
+    from .eval.dask_cluster import cpu_used, worker_cpu_seconds
+
+    threads = client.nthreads()
+    cpu = cpu_used(cpu_before, worker_cpu_seconds(client))
+    used = ("their CPU time is not known (a worker left or restarted during the run)" if cpu is None
+            else f"their processes used {cpu:.2f} CPU seconds")
+    return (f"ran on the Dask cluster at {address}: {len(threads)} worker(s), {sum(threads.values())} thread(s); "
+            f"{used}")
 
 
 def _ab_left_out(frame: pd.DataFrame, asked: list[str] | None, every: bool) -> tuple[list[str], list[str]]:
@@ -476,6 +563,7 @@ def cmd_exam(args: argparse.Namespace) -> int:
     configs = {config_label(spec): spec for spec in args.config}
     if len(configs) < len(args.config):
         raise SystemExit("hermeslab: two --config options have the same name (a file's stem, else the text)")
+    _inspect_folder(args.inspect_log)
     try:
         answerer = answerer_from(args.answerer, model=args.model, window=args.answerer_window, api_key=args.api_key)
         judge = judge_from(args.judge, model=args.model, api_key=args.api_key)
@@ -498,6 +586,10 @@ def cmd_exam(args: argparse.Namespace) -> int:
           f"paired session bootstrap, {args.resamples} resamples, seed {args.seed}")
     with pd.option_context("display.width", 220, "display.max_columns", 20, "display.max_colwidth", 60):
         print(readable(table).to_string())
+    if args.inspect_log is not None:
+        from .eval.exporters.inspect_exam import exam_logs
+
+        _write_inspect_logs(lambda: exam_logs(frame), args.inspect_log)
     why = table.attrs["problem"]
     if why is not None:
         print(f"hermeslab exam: exit 1: {why}", file=sys.stderr)
@@ -537,6 +629,32 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect_folder(folder: str | None) -> None:
+    """``--inspect-log``: the folder exists and inspect-ai is installed, checked before any work."""
+    if folder is None:
+        return
+    from .eval.exporters.inspect_files import log_folder
+
+    try:
+        log_folder(folder)
+    except (ValueError, ImportError) as exc:
+        raise SystemExit(f"hermeslab: --inspect-log: {exc}") from None
+
+
+def _write_inspect_logs(build: Callable[[], list[EvalLog]], folder: str) -> None:
+    """Build the run's Inspect logs and write them into ``folder``, whole or not at all; one line per log."""
+    from .eval.exporters.inspect_files import write_logs
+
+    try:
+        logs = build()
+        written = write_logs(logs, folder)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"hermeslab: --inspect-log: {exc}") from None
+    for log, target in zip(logs, written):
+        print(f"Inspect log of {log.eval.solver} ({len(log.samples or [])} samples, "
+              f"{', '.join(f'{k}={v}' for k, v in log.eval.task_args.items())}): {target}")
+
+
 def _exam_settings(cache: str | None, configs: dict[str, Config]) -> ExamSettings | None:
     """The recall exam's settings when ``--exam`` was given, else None: a config naming no endpoint is
     examined at the one the others name (``shared_endpoint``)."""
@@ -565,6 +683,12 @@ def _add_exam_option(parser: argparse.ArgumentParser) -> None:
                         help="also run the recall exam at the config's endpoint (model.base_url, model.api_key); "
                              "replies are cached in the SQLite file CACHE (default "
                              "~/.cache/hermeslab/recall-exam.sqlite)")
+
+
+def _add_inspect_log_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--inspect-log", metavar="DIR",
+                        help=f"also write Inspect AI .eval logs into the existing folder DIR ({what}), for "
+                             "'inspect view'; needs pip install 'hermeslab[inspect]'")
 
 
 def _add_fallback_option(parser: argparse.ArgumentParser) -> None:
@@ -636,13 +760,21 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("--config", help="lab: the config whose built-in tool schemas are attached")
     importer.set_defaults(func=cmd_import)
 
-    export = sub.add_parser("export", help="a logged session (its whole compression lineage) as JSONL or Markdown")
-    export.add_argument("session_id", help="any session of the conversation (its compression lineage is followed)")
+    export = sub.add_parser(
+        "export", help="a logged session (its whole compression lineage) as JSONL or Markdown, or a lab's "
+                       "conversations as Inspect AI logs",
+        description="Write a logged conversation, read back across its compressions. jsonl and md take one "
+                    "SESSION; inspect writes Inspect AI .eval logs of the conversations of the SESSIONs named "
+                    "(all of the lab's when none), one log per model, for 'inspect view' (needs pip install "
+                    "'hermeslab[inspect]'). 'hermeslab ab' and 'hermeslab exam' write theirs with --inspect-log.")
+    export.add_argument("session_id", nargs="*", metavar="SESSION",
+                        help="any session of the conversation (its compression lineage is followed)")
     export.add_argument("--lab", help=LAB_HELP)
     export.add_argument("--config", help="YAML config: where the lab is, and which built-in tool schemas to attach")
-    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl",
-                        help="jsonl: one recorded-session line (default); md: a Markdown transcript")
-    export.add_argument("--out", help="file to write (default: standard output)")
+    export.add_argument("--format", choices=("jsonl", "md", "inspect"), default="jsonl",
+                        help="jsonl: one recorded-session line (default); md: a Markdown transcript; inspect: "
+                             "Inspect AI logs (samples = conversations, usage per model as billed)")
+    export.add_argument("--out", help="file to write (default: standard output); for inspect, an existing folder")
     export.set_defaults(func=cmd_export)
 
     ab = sub.add_parser("ab", help="replay recordings under two or more configs and compare them session by session",
@@ -655,9 +787,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "(seed, hermes-0.19), key=value overrides of the seed preset, or a base and overrides "
                          "joined by commas, e.g. hermes-0.19,model.context_length=16000")
     ab.add_argument("--out", help="DuckDB results file; a rerun skips the cells it already holds")
-    ab.add_argument("--executor", choices=("processes", "dask", "serial"), default="processes",
+    ab.add_argument("--executor", choices=("processes", "dask", "serial"),
                     help="where the cells run: a pool of worker processes (default), a local Dask cluster, "
                          "or one by one in this process")
+    ab.add_argument("--scheduler", metavar="ADDRESS",
+                    help="run the cells on the Dask cluster of this scheduler (e.g. tcp://127.0.0.1:8786), whose "
+                         "workers run from hermeslab's environment; implies --executor dask")
+    ab.add_argument("--scheduler-timeout", type=float, metavar="SECONDS",
+                    help="how long to wait for the scheduler to answer, and then for its first worker (default 10)")
     ab.add_argument("--workers", type=int, help="worker processes (default: one per CPU)")
     ab.add_argument("--limit", type=int, metavar="N", help="only the first N sessions of each file")
     ab.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: every metric "
@@ -668,6 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     _add_exam_option(ab)
     _add_fallback_option(ab)
+    _add_inspect_log_option(ab, "one log per config: a sample per session, its metrics as scores")
     ab.set_defaults(func=cmd_ab)
 
     replayer = sub.add_parser("replay", help="replay recorded sessions through the agent loop; one metrics line each",
@@ -714,6 +852,7 @@ def build_parser() -> argparse.ArgumentParser:
     exam.add_argument("--resamples", type=int, default=2_000, help="bootstrap resamples (default 2000)")
     exam.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     exam.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_inspect_log_option(exam, "one log per config, window and arm: a sample per probe asked")
     exam.set_defaults(func=cmd_exam)
 
     presets = sub.add_parser("presets", help="list the compression presets, each with its source and policy")
