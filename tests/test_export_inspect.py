@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from hermeslab.eval.exporters.inspect_log import Tokens, chat_messages, model_us
 from hermeslab.eval.importers import import_paths
 from hermeslab.eval.probes.readers import PerfectReader
 from hermeslab.eval.probes.run import run_exam
+from hermeslab.eval.recording import write_recordings
 from hermeslab.eval.stats import metric_columns
 from hermeslab.policies.loading import load_config
 from hermeslab.providers import OfflineModel
@@ -260,3 +262,22 @@ def test_a_probe_exam_is_one_log_per_config_window_and_arm(tmp_path):
             else:
                 assert math.isnan(score.value) and score.reason == "unfittable"
     assert not frame["fittable"].all() and frame["fittable"].any()
+
+
+def test_exam_command_writes_its_logs(tmp_path, capsys):
+    recordings = tmp_path / "two.jsonl"
+    write_recordings(recordings, gather_recordings([OFFLINE])[0][:2])
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    main(["exam", str(recordings), "--config", "seed", "--quiet", "--resamples", "99", "--inspect-log", str(folder)])
+    assert capsys.readouterr().out.count("Inspect log of seed") == 3
+    assert sorted(log.eval.task_args["arm"] for log in _read_all(folder)) == ["ceiling", "compacted", "floor"]
+
+
+def test_without_inspect_ai_the_commands_say_which_extra_before_any_work(lab, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)
+    for argv in (["export", "--format", "inspect", "--lab", str(lab), "--out", str(tmp_path)],
+                 ["ab", str(OFFLINE), "--config", "seed", "--config", "hermes-0.19", "--inspect-log", str(tmp_path)]):
+        with pytest.raises(SystemExit, match=r"needs the inspect-ai package: pip install 'hermeslab\[inspect\]'$"):
+            main(argv)
+    assert list(tmp_path.iterdir()) == []

@@ -128,7 +128,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def lab_logs(conversations: Sequence[Conversation], lab_name: str) -> list[EvalLog]:
-    """One finished evaluation per model the conversations ran on, their samples in the order given."""
+    """One finished evaluation per model the conversations ran on."""
     require_inspect()
     by_model: dict[str, list[Conversation]] = {}
     for conversation in conversations:
