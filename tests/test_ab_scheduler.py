@@ -1,8 +1,8 @@
 """``hermeslab ab --scheduler``: a run on a Dask cluster started beforehand, as a user starts one.
 
 The cluster is real: a ``dask scheduler`` process and two ``dask worker``
-processes from this environment, started with the same command lines as in
-the README and torn down however the tests end. The run must store the same
+processes from this environment, started as the README starts them (on a free
+port here) and torn down however the tests end. The run must store the same
 rows as a serial run in this process, number for number.
 """
 
