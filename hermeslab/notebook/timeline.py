@@ -56,15 +56,19 @@ def show_timeline(source: Lab | str | Path | Any, session: str | None = None) ->
 
 
 def counters_text(counters: Counters) -> str:
-    return (f"{counters.compactions} compaction{'s' if counters.compactions != 1 else ''} · "
-            f"{counters.tokens_reclaimed:,} tokens reclaimed · {counters.tool_outputs_pruned} tool outputs pruned · "
-            f"{counters.messages_summarised} messages summarised · {counters.messages_dropped} dropped")
+    return (f"{_count(counters.compactions, 'compaction')} · {counters.tokens_reclaimed:,} tokens reclaimed · "
+            f"{_count(counters.tool_outputs_pruned, 'tool output')} pruned · "
+            f"{_count(counters.messages_summarised, 'message')} summarised · {counters.messages_dropped} dropped")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def timeline_line(timeline: Timeline) -> str:
     """The timeline in one line (what a session without compactions shows)."""
     if not timeline.compactions:
-        tried = f" ({timeline.not_applied} attempt(s) changed nothing)" if timeline.not_applied else ""
+        tried = f" ({_count(timeline.not_applied, 'attempt')} that changed nothing)" if timeline.not_applied else ""
         return f"session {timeline.session_id}: no compactions{tried}"
     return f"session {timeline.session_id}: {counters_text(timeline.counters())}"
 
@@ -79,8 +83,8 @@ def timeline_html(timeline: Timeline) -> str:
                        for session, counters in timeline.by_session().items())
         parts.append(f'<table class="hermeslab-timeline-sessions" style="font-size:12px">{rows}</table>')
     if timeline.not_applied:
-        parts.append(f"<div style='color:#666'>{timeline.not_applied} more attempt(s) changed nothing "
-                     "and are not shown</div>")
+        parts.append(f"<div style='color:#666'>{_count(timeline.not_applied, 'attempt')} that changed nothing "
+                     "not shown</div>")
     parts += [_compaction_html(view) for view in timeline.compactions]
     return f'<div class="hermeslab-timeline" style="font-size:13px;line-height:1.35">{"".join(parts)}</div>'
 
@@ -98,7 +102,7 @@ def _compaction_html(view: CompactionView) -> str:
     summary = ""
     if view.summary_text:
         summary = ('<div style="margin-top:6px"><b>summary</b><div class="hermeslab-timeline-summary" '
-                   'style="white-space:pre-wrap;border-left:3px solid #90caf9;padding:4px 8px;max-height:16em;'
+                   'style="white-space:pre-wrap;border-left:3px solid #90caf9;padding:4px 8px;max-height:12em;'
                    f'overflow:auto;background:#f7fbff">{escape(view.summary_text)}</div></div>')
     return (f'<details class="hermeslab-timeline-compaction" open style="margin:8px 0;padding:6px;'
             f'border:1px solid #ddd;border-radius:4px"><summary style="font-weight:600">{escape(title)}</summary>'
@@ -109,13 +113,19 @@ def _column(name: str, lines: tuple[MessageLine, ...]) -> str:
     total = sum(line.tokens for line in lines)
     rows = "".join(_line_html(line) for line in lines)
     return (f'<div class="hermeslab-timeline-{name}"><div><b>{name}</b> · {len(lines)} messages · {total:,} tokens'
-            f'</div><table style="border-collapse:collapse;width:100%">{rows}</table></div>')
+            f'</div><table style="border-collapse:collapse;width:100%;table-layout:fixed;margin:0">'
+            f'<colgroup><col style="width:7.5em"><col style="width:5.5em"><col><col style="width:4em"></colgroup>'
+            f"{rows}</table></div>")
+
+
+#: One line per message, whatever the notebook's own table style: left-aligned, cut with an ellipsis.
+_CELL = "padding:1px 4px;text-align:left;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;background:none"
 
 
 def _line_html(line: MessageLine) -> str:
     colour = FATE_COLOURS.get(line.fate, "#eee")
-    return (f'<tr class="hermeslab-fate-{escape(line.fate)}"><td style="padding:1px 4px">'
-            f'<span style="background:{colour};padding:0 4px;border-radius:3px">{escape(line.fate)}</span></td>'
-            f'<td style="padding:1px 4px;color:#555">{escape(line.role)}</td>'
-            f'<td style="padding:1px 4px">{escape(line.preview)}</td>'
-            f'<td style="padding:1px 4px;text-align:right;color:#555">{line.tokens:,}</td></tr>')
+    return (f'<tr class="hermeslab-fate-{escape(line.fate)}" style="background:none">'
+            f'<td style="{_CELL}"><span style="background:{colour};padding:0 4px;border-radius:3px">'
+            f'{escape(line.fate)}</span></td><td style="{_CELL};color:#555">{escape(line.role)}</td>'
+            f'<td style="{_CELL}" title="{escape(line.preview)}">{escape(line.preview)}</td>'
+            f'<td style="{_CELL};text-align:right;color:#555">{line.tokens:,}</td></tr>')
