@@ -237,3 +237,21 @@ def test_the_magic_shows_a_logged_conversation_and_refuses_an_unknown_one(shell,
 def test_the_magic_on_a_chat_that_has_not_run_says_so(shell, capsys):
     shell.run_line_magic("hermes", "timeline")
     assert "no compactions (nothing logged yet)" in capsys.readouterr().out
+
+
+def test_a_lab_without_recorded_fates_shows_the_figures_and_says_what_is_missing(replayed, tmp_path):
+    import shutil
+
+    from hermeslab.store.schema import open_lab_file
+
+    run, lab = replayed
+    older = tmp_path / "older.duckdb"
+    shutil.copy(lab.path, older)
+    with open_lab_file(older, read_only=False, timeout=10) as con:
+        con.execute("UPDATE compressions SET message_fates = NULL, summary_text = NULL")
+    shown = show_timeline(older, session=run.session_ids[-1])
+    views = shown.timeline.compactions
+    assert len(views) >= 2 and not any(view.fates_known or view.before or view.summary_text for view in views)
+    assert shown.timeline.counters().tokens_reclaimed == show_timeline(lab, session=run.session_ids[-1]) \
+        .timeline.counters().tokens_reclaimed
+    assert "was not recorded (a lab written by an older hermeslab)" in shown._repr_html_()
