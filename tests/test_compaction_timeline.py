@@ -255,3 +255,14 @@ def test_a_lab_without_recorded_fates_shows_the_figures_and_says_what_is_missing
     assert shown.timeline.counters().tokens_reclaimed == show_timeline(lab, session=run.session_ids[-1]) \
         .timeline.counters().tokens_reclaimed
     assert "was not recorded (a lab written by an older hermeslab)" in shown._repr_html_()
+
+
+def test_an_ab_cells_fast_replay_gives_the_timeline_of_the_logged_one(replayed):
+    """An A/B cell replays fast (no events, no lab); its compactions are the logged replay's, message for message."""
+    run, _ = replayed
+    recording = list(read_recordings(RECORDINGS))[1]
+    fast = replay(recording, Config().with_overrides({"model.context_length": 6_000}), fast=True)
+    logged, quick = show_timeline(run).timeline, show_timeline(fast).timeline
+    assert quick.counters() == logged.counters()
+    assert [[line.fate for line in v.before] for v in quick.compactions] == \
+        [[line.fate for line in v.before] for v in logged.compactions]

@@ -38,7 +38,8 @@ class TimelineView:
 def show_timeline(source: Lab | str | Path | Any, session: str | None = None) -> TimelineView:
     """The compaction timeline of one conversation in a lab (``session`` required) or of a replay run.
 
-    ``source``: a ``Lab``, a lab file path, or a replay run (``hermeslab.eval.replay.replay``'s result).
+    ``source``: a ``Lab``, a lab file path, or a replay run (``hermeslab.eval.replay.replay``'s result; an
+    A/B cell's compactions are those of ``replay(recording, config, fast=True)``, the replay the cell ran).
     Raises ValueError, in one line, for a session the lab does not hold.
     """
     if isinstance(source, (str, Path)):
