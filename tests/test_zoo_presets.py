@@ -237,13 +237,19 @@ def test_opencode_fires_at_the_window_less_the_output_reserve():
     _fires_exactly_at(OPENCODE, 100_000, None, 68_000)
 
 
+def test_opencode_estimates_a_quarter_token_per_utf16_unit_rounded_half_up():
+    """token.ts @ 0f7d18ad 2-6: Math.round(length / 4), where a JavaScript length counts UTF-16 code units."""
+    assert [estimate_tokens("a" * n) for n in (0, 1, 2, 5, 6, 10)] == [0, 0, 1, 1, 2, 3]
+    assert estimate_tokens("\U0001F600" * 2) == 1  # two astral characters are four code units
+
+
 def test_opencode_clears_outputs_past_the_newest_40000_tokens_when_that_frees_over_20000():
     """compaction.ts 50-51 (PRUNE_MINIMUM 20,000, PRUNE_PROTECT 40,000), 53 (``skill`` protected), 68-90
     (backwards, the last two user turns left alone, stop at a summary; once the count passes 40,000 that
     output and every older one is cleared, and only when together they pass 20,000)."""
-    chunk = "a" * 75_600  # letters count 1/3.5 token each: 21,600 tokens, less the float sum's rounding
+    chunk = "a" * 86_400  # a quarter token per character: 21,600 tokens
     t = estimate_tokens(chunk)
-    assert 21_590 <= t <= 21_600 and estimate_tokens("12 ;") == int(2 / 1.9 + 1 / 2.5 + 1 / 1.2)
+    assert t == 21_600
     history = [{"role": "user", "content": "start"}]
     for n in range(4):
         history += [_call(f"r{n}"), _tool(f"r{n}", chunk)]
@@ -252,7 +258,7 @@ def test_opencode_clears_outputs_past_the_newest_40000_tokens_when_that_frees_ov
     chosen, counted, pruned = outputs_to_clear(history)
     assert chosen == [2, 4, 6]  # index 8 stays under 40,000; skill and the last two turns never count
     assert counted == 4 * t and pruned == 3 * t
-    old, newest = "a" * 66_500, "a" * 63_000  # about 19,000 and 18,000 tokens
+    old, newest = "a" * 76_000, "a" * 72_000  # 19,000 and 18,000 tokens
     small = [{"role": "user", "content": "start"}, _call("x"), _tool("x", old),
              _call("y"), _tool("y", chunk), _call("z"), _tool("z", newest),
              {"role": "user", "content": "u1"}, {"role": "user", "content": "u2"}]

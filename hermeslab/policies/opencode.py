@@ -16,7 +16,6 @@ still holds outputs opencode would already have cleared.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from hermeslab.context.baselines import BaselineResult
@@ -41,19 +40,9 @@ GO_ON = "Go on with the next step if there is one; if you are unsure how to proc
 
 
 def estimate_tokens(text: str) -> int:
-    """opencode's character-class estimate: digits, punctuation and symbols, whitespace, everything else."""
-    count = 0.0
-    for ch in text:
-        category = unicodedata.category(ch)
-        if category.startswith("N"):
-            count += 1 / 1.9
-        elif category[0] in "PS":
-            count += 1 / 1.2
-        elif ch.isspace():
-            count += 1 / 2.5
-        else:
-            count += 1 / 3.5
-    return int(count)
+    """opencode's estimate: a quarter of the text's length in UTF-16 code units (JavaScript's
+    ``length``), rounded half up as ``Math.round`` does."""
+    return (len(text.encode("utf-16-le")) // 2 + 2) // 4
 
 
 def _tool_names(history: list[Message]) -> dict[str, str]:
@@ -165,11 +154,10 @@ POLICY = Policy(
                  "outputs_to_clear, PROTECTED_TURNS", "packages/opencode/src/session/compaction.ts 68-88"),
         Citation("A cleared output reads as a fixed placeholder", "CLEARED",
                  "packages/opencode/src/session/message-v2.ts, toModelMessages (time.compacted)"),
-        Citation("Token estimate by character class: digits 1/1.9, punctuation and symbols 1/1.2, "
-                 "whitespace 1/2.5, other 1/3.5", "estimate_tokens",
-                 "packages/opencode/src/util/token.ts @ 0327c968, 5-16, 22-36 (not stored at fd78ec63; this "
-                 "estimator was proposed to opencode and closed unmerged; the version stored at 0f7d18ad "
-                 "estimates round(characters / 4), 2-6)"),
+        Citation("Token estimate: round(length / 4), length in UTF-16 code units", "estimate_tokens",
+                 "packages/opencode/src/util/token.ts @ 0f7d18ad, 2-6 (not stored at fd78ec63; a "
+                 "character-class estimator was proposed to opencode in pull request 4799 and closed "
+                 "without being merged)"),
         Citation("The summary is an assistant message marked summary, answering a compaction request",
                  "[ASK (user), summary (assistant)]", "packages/opencode/src/session/compaction.ts 113-121"),
         Citation("The summary request carries the whole (pruned) session", "summarise(pruned)",
