@@ -266,3 +266,16 @@ def test_an_ab_cells_fast_replay_gives_the_timeline_of_the_logged_one(replayed):
     assert quick.counters() == logged.counters()
     assert [[line.fate for line in v.before] for v in quick.compactions] == \
         [[line.fate for line in v.before] for v in logged.compactions]
+
+
+def test_in_place_compactions_read_their_after_side_from_the_rewritten_history(tmp_path):
+    recording = list(read_recordings(RECORDINGS))[1]
+    config = Config().with_overrides({"model.context_length": 6_000, "compression.in_place": True})
+    run = replay(recording, config, store=tmp_path / "lab.duckdb")
+    assert len(run.session_ids) == 1  # no rotation: one session, its older rows archived
+    from_lab = show_timeline(open_lab(tmp_path / "lab.duckdb"), session=run.session_ids[0]).timeline
+    from_run = show_timeline(run).timeline
+    assert {view.mode for view in from_lab.compactions} == {"in_place"} and len(from_lab.compactions) >= 2
+    assert from_lab.counters() == from_run.counters()
+    for ours, theirs in zip(from_lab.compactions, from_run.compactions, strict=True):
+        assert [(line.fate, line.tokens) for line in ours.after] == [(line.fate, line.tokens) for line in theirs.after]
