@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -71,37 +72,35 @@ def _stop(processes: list[subprocess.Popen]) -> None:
             process.wait()
 
 
-def start_cluster(folder: Path, workers: int, worker_args: tuple[str, ...] = ()) -> tuple[str, list]:
-    """Start a scheduler on a free port and ``workers`` single-threaded workers; their address once all joined.
+def start_scheduler(folder: Path, processes: list[subprocess.Popen]) -> str:
+    """Start a scheduler on a free port (added to ``processes``, which the caller stops) and return its address."""
+    address_file = folder / "scheduler.json"
+    processes.append(_start("dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                            "--scheduler-file", str(address_file), log=folder / "scheduler.log"))
+    deadline = time.monotonic() + START_SECONDS
+    while not address_file.exists() or not address_file.read_text().strip():
+        assert processes[-1].poll() is None, (folder / "scheduler.log").read_text()
+        assert time.monotonic() < deadline, "the scheduler wrote no address"
+        time.sleep(0.1)
+    return json.loads(address_file.read_text())["address"]
 
-    The processes are returned even when starting fails half-way, through the list given to the finaliser.
-    """
-    processes: list[subprocess.Popen] = []
-    try:
-        address_file = folder / "scheduler.json"
-        processes.append(_start("dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                "--scheduler-file", str(address_file), log=folder / "scheduler.log"))
-        deadline = time.monotonic() + START_SECONDS
-        while not address_file.exists() or not address_file.read_text().strip():
-            assert processes[0].poll() is None, (folder / "scheduler.log").read_text()
-            assert time.monotonic() < deadline, "the scheduler wrote no address"
-            time.sleep(0.1)
-        address = json.loads(address_file.read_text())["address"]
-        for n in range(workers):
-            processes.append(_start("dask_worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
-                                    *worker_args, log=folder / f"worker{n}.log"))
-        with distributed.Client(address, timeout=START_SECONDS) as client:
-            client.wait_for_workers(workers, timeout=START_SECONDS)
-        return address, processes
-    except BaseException:
-        _stop(processes)
-        raise
+
+def start_workers(address: str, count: int, folder: Path, processes: list[subprocess.Popen],
+                  *worker_args: str) -> None:
+    """Start ``count`` single-threaded workers (added to ``processes``) and wait until the scheduler has them."""
+    for n in range(count):
+        processes.append(_start("dask_worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
+                                *worker_args, log=folder / f"worker{n}.log"))
+    with distributed.Client(address, timeout=START_SECONDS) as client:
+        client.wait_for_workers(count, timeout=START_SECONDS)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[str]:
-    address, processes = start_cluster(tmp_path_factory.mktemp("cluster"), workers=2)
+    folder, processes = tmp_path_factory.mktemp("cluster"), []
     try:
+        address = start_scheduler(folder, processes)
+        start_workers(address, 2, folder, processes)
         yield address
     finally:
         _stop(processes)
@@ -113,7 +112,9 @@ def test_a_run_on_a_running_cluster_stores_the_rows_a_serial_run_stores(cluster,
     capsys.readouterr()
     assert main([*ARGS, "--scheduler", cluster, "--out", str(tmp_path / "dask.duckdb")]) == 0
     out = capsys.readouterr().out
-    assert f"ran on the Dask cluster at {cluster}: 2 worker(s), 2 thread(s); their processes used " in out
+    used = re.search(rf"ran on the Dask cluster at {re.escape(cluster)}: 2 worker\(s\), 2 thread\(s\); their "
+                     r"processes used ([0-9.]+) CPU seconds\n", out)
+    assert used and float(used.group(1)) > 0
     serial, on_cluster = (read_results(tmp_path / f"{name}.duckdb").drop(columns="run_id")
                           for name in ("serial", "dask"))
     assert len(serial) == 4 and (serial["status"] == "ok").all()
@@ -158,11 +159,16 @@ def test_an_address_nothing_answers_at_is_one_line_naming_it_and_nothing_is_writ
 
 
 @pytest.mark.slow
-def test_workers_that_cannot_import_hermeslab_are_named_in_one_line(tmp_path, capsys):
+def test_a_cluster_without_workers_or_with_one_that_cannot_import_hermeslab_is_one_line(tmp_path, capsys):
     blocker = tmp_path / "no_hermeslab.py"
     blocker.write_text(BLOCKER)
-    address, processes = start_cluster(tmp_path, workers=1, worker_args=("--preload", str(blocker)))
+    processes: list[subprocess.Popen] = []
     try:
+        address = start_scheduler(tmp_path, processes)
+        assert main([*ARGS, "--scheduler", address, "--scheduler-timeout", "1"]) == 2
+        assert capsys.readouterr().err == (f"hermeslab ab: the Dask scheduler at {address} has no worker (waited "
+                                           f"1 s); start some with: dask worker {address}\n")
+        start_workers(address, 1, tmp_path, processes, "--preload", str(blocker))
         assert main([*ARGS, "--scheduler", address, "--out", str(tmp_path / "ab.duckdb")]) == 2
     finally:
         _stop(processes)
@@ -192,4 +198,3 @@ def test_cpu_is_summed_only_over_workers_present_throughout():
     assert cpu_used({"a": 1.0, "b": 2.0}, {"a": 1.5, "b": 4.0}) == pytest.approx(2.5)
     assert cpu_used({"a": 1.0}, {"a": 1.5, "b": 4.0}) is None  # a worker joined
     assert cpu_used({"a": 3.0}, {"a": 0.5}) is None  # the worker restarted
-
