@@ -74,6 +74,23 @@ def test_only_a_system_prompt_larger_than_the_budget_can_stay_over_it():
     assert result.record["over_budget"] and result.messages[0] == messages[0]
 
 
+def test_the_note_a_drop_needs_is_paid_for_even_when_only_the_opening_request_can_go():
+    """Dropping the exchange after an opening request that cannot be cut (an image) leaves two user messages,
+    and the note put between them must fit too: when nothing else can give way, the opening request goes."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 300}}
+    messages = [{"role": "system", "content": "You are careful."},
+                {"role": "user", "content": [{"type": "text", "text": "Describe this."}, image]},
+                {"role": "assistant", "content": "It shows a chart."},
+                {"role": "user", "content": "Now the legend."},
+                {"role": "assistant", "content": "", "tool_calls": [call("c1")]},
+                {"role": "tool", "tool_call_id": "c1", "content": "legend: red, blue"}]
+    budget = sum(map(count, messages)) - count(messages[2])  # the drop alone fits; the note would not
+    result = fit_to_budget(messages, budget_tokens=budget, estimate=count)
+    validate_messages(result.messages)
+    assert result.tokens_after <= budget and not result.record["over_budget"]
+    assert messages[3] in result.messages and messages[1] not in result.messages
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), share=st.floats(0.05, 1.0))
 def test_a_fit_is_a_valid_conversation_within_budget_that_keeps_the_latest_request(messages, share):

@@ -61,17 +61,21 @@ def fit_to_budget(messages: list[dict], *, budget_tokens: int, estimate: Callabl
     keep = {latest} | set(units[-1] if units else ())
     opening = first_real_user_index(messages)
     summaries = [u for u in units if (_holds_summary(messages, u) or opening in u) and not keep & set(u)]
-    dropped = _drop_oldest([u for u in units if u not in summaries and not keep & set(u)], costs, budget_tokens)
-    out, cuts = _cut_until_fits(messages, dropped, latest, budget_tokens, estimate)
-    if sum(map(estimate, out)) > budget_tokens:
-        total = sum(costs) - sum(costs[i] for i in dropped)
-        dropped |= _drop_oldest(summaries, costs, budget_tokens, total)
-        out, cuts = _cut_until_fits(messages, dropped, latest, budget_tokens, estimate)
-    out, pairs, joined = _sendable(out, dropped, len(messages))
-    extra = sum(estimate(m) for m in out if m.get("_fit_synthetic"))
-    if extra and sum(map(estimate, out)) > budget_tokens:  # make room for the notes the mending put in
-        out, cuts = _cut_until_fits(messages, dropped, latest, budget_tokens - extra, estimate)
+    ordinary = [u for u in units if u not in summaries and not keep & set(u)]
+    target = budget_tokens
+    while True:
+        dropped = _drop_oldest(ordinary, costs, target)
+        out, cuts = _cut_until_fits(messages, dropped, latest, target, estimate)
+        if sum(map(estimate, out)) > target:
+            total = sum(costs) - sum(costs[i] for i in dropped)
+            dropped |= _drop_oldest(summaries, costs, target, total)
+            out, cuts = _cut_until_fits(messages, dropped, latest, target, estimate)
         out, pairs, joined = _sendable(out, dropped, len(messages))
+        extra = sum(estimate(m) for m in out if m.get("_fit_synthetic"))
+        # The notes the mending put in need room too: plan again for what is left beside them.
+        if sum(map(estimate, out)) <= budget_tokens or budget_tokens - extra >= target:
+            break
+        target = budget_tokens - extra
     after = sum(map(estimate, out))
     record = {"strategy": "fit_window", "budget_tokens": budget_tokens, "dropped_indices": sorted(dropped),
               "cut_messages": cuts, "joined_neighbours": joined, "over_budget": after > budget_tokens,
