@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 #   exit      - write every turn, then half of one more, and end the script without close()
 #   die-in-transaction - write every turn, then flush one more but stop inside its transaction
 #             (after the messages are inserted, before the commit), print INSIDE and wait to be killed
+#   adopted-<mode> - as <mode>, but the writer's adoption of orphans runs once more right between
+#             the creation of its first pending file and the lock it takes on it
 WRITER = r"""
 import sys, time
 from hermeslab.core.events import (ApiCallFinished, MessageAdded, SessionEnded, SessionStarted,
@@ -42,6 +44,18 @@ from hermeslab.store import StoreWriter
 path, sid, turns, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 writer = StoreWriter(path, lock_timeout=60)
 seq = 0
+
+if mode.startswith("adopted-"):
+    import fcntl, os
+    mode, flock = mode.removeprefix("adopted-"), fcntl.flock
+
+    def adoption_before_the_lock(fd, operation):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:  # a pending file just created
+            fcntl.flock = flock
+            writer._adopt_orphans()
+        return flock(fd, operation)
+
+    fcntl.flock = adoption_before_the_lock
 
 def message(turn, role, content, **extra):
     global seq
@@ -243,6 +257,25 @@ def test_a_writer_killed_while_the_lab_is_locked_loses_only_the_turn_in_flight(t
     finally:
         hold.close()
     assert not Lab(path).sessions()["id"].isin(["victim"]).any()  # nothing of it reached the lab
+    StoreWriter(path).close()
+    assert counts(Lab(path), "victim") == expected(12)
+
+
+def test_a_pending_file_adopted_before_its_writer_locked_it_loses_nothing(tmp_path):
+    """Under load the committing thread, adopting orphans as it starts, once met the first pending file
+    between its creation and its lock, and deleted it as empty: every row went to a deleted file, and
+    the kill lost the session. The writer now begins another file, which the next writer adopts."""
+    path = tmp_path / "lab.duckdb"
+    hold = duckdb.connect(str(path))
+    try:
+        process = start_writer(path, "victim", 12, "adopted-die-back-to-back")
+        try:
+            assert process.stdout.readline().strip() == "READY", process.stderr.read()
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+    finally:
+        hold.close()
     StoreWriter(path).close()
     assert counts(Lab(path), "victim") == expected(12)
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from datetime import datetime
 from pathlib import Path
+
+import pytest
 
 from hermeslab.core.events import SessionEnded, SessionStarted
 from hermeslab.store import Lab, StoreWriter
@@ -94,3 +98,33 @@ def test_long_stretches_of_uncommitted_batches_go_to_files_deleted_as_the_lab_ca
     lab = Lab(lab_path)
     assert list(lab.turns("s1")["turn"]) == [1, 2, 3]
     assert lab.sessions()["ended_at"].isna().all() and lab.sessions()["api_call_count"].tolist() == [6]
+
+
+@pytest.mark.parametrize("adopter", ["deletes it", "still holds it"])
+def test_a_new_pending_file_taken_for_an_orphan_before_its_lock_is_replaced(tmp_path: Path, monkeypatch, adopter):
+    """A pending file exists for a moment before its writer locks it. A writer adopting orphans in that moment
+    takes it for a dead writer's empty file: it deletes it, or still holds its lock when the new file's writer
+    tries to lock it. Either way the rows must land in a file the next writer finds, or a kill loses them."""
+    lab_path = tmp_path / "lab.duckdb"
+    flock, held = fcntl.flock, []
+
+    def adoption_before_the_lock(fd, operation):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY and not held:  # the file just created
+            held.extend(orphans(lab_path))  # the adopter's own locks are taken on read-only descriptors
+            assert [orphan.batches for orphan in held] == [[]]
+            if adopter == "deletes it":
+                held[0].discard()  # what a writer does with an orphan that holds nothing
+        return flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", adoption_before_the_lock)
+    first = batches(Conversation(), range(1, 2))[0]  # it starts the session
+    journal = Journal(lab_path)
+    journal.append(first)
+    assert held, "the adoption never ran"
+    if adopter == "still holds it":
+        held[0].discard()
+    assert list(orphans(lab_path)) == []  # the writer is alive: its file is locked
+    assert [decode(path.read_bytes()) for path in pending_dir(lab_path).glob("*.jsonl")] == [first]
+    assert len(journal.close()) == 1  # as a killed writer leaves it
+    StoreWriter(lab_path).close()
+    assert Lab(lab_path).sessions()["message_count"].tolist() == [4]

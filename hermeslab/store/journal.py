@@ -13,6 +13,8 @@ holds an exclusive ``flock`` on each for as long as it lives. The kernel drops
 that lock when the process dies, however it dies, so a file whose lock can be
 taken belongs to nobody: the next writer on the lab adopts it and commits the
 batches the lab does not have yet, file by file in the order they were begun.
+(A file just created and not yet locked is taken for one too; its writer,
+once it holds the lock, checks that the file is still there.)
 A batch is committed in one transaction and always has at least one ``events``
 row, so whether its first ``events`` row is in the lab says whether the whole
 batch is (see ``transaction.is_committed``).
@@ -88,6 +90,9 @@ def _untag(document: dict[str, Any]) -> Any:
 #: A pending file longer than this is closed to appends and a new one begun, so that a writer that
 #: never catches up during a long stretch of back-to-back turns can still delete what it committed.
 SEGMENT_BYTES = 1 << 20
+#: How many new files a writer tries before it gives up appending (each one lost to a writer adopting
+#: orphans at the moment it was created, or to a folder removed at that moment).
+_BEGIN_ATTEMPTS = 5
 
 
 @dataclass
@@ -164,18 +169,37 @@ class Journal:
             return kept
 
     def _begin(self) -> _Segment:
-        self._begun += 1
-        path = self.folder / f"{self._stem}-{self._begun:06d}.jsonl"
-        for _ in range(3):  # another writer closing cleanly may remove the empty folder in between
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
+        """A new file, locked by this writer and still in the folder under its name.
+
+        A file exists for a moment before its lock is taken. A writer adopting
+        orphans in that moment (this writer's own committing thread as it starts,
+        or another process's) takes it for a dead writer's empty file: it holds
+        its lock, then deletes it. Rows appended to a deleted file would be lost
+        to a kill, so such a file is given up and the next one begun.
+        """
+        for _ in range(_BEGIN_ATTEMPTS):
+            self._begun += 1
+            path = self.folder / f"{self._stem}-{self._begun:06d}.jsonl"
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
                 fd = _open_locked(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-                break
-        else:
-            raise OSError(f"cannot create {path}: its folder keeps disappearing")
-        if fd is None:  # never happens to a fresh random name; refuse to share a file
-            raise OSError(f"{path} is locked by another writer")
-        return _Segment(path, fd)
+            except FileNotFoundError:  # another writer closing cleanly removed the empty folder in between
+                continue
+            if fd is None:  # an adopting writer holds it
+                continue
+            if _is_named(path, fd):
+                return _Segment(path, fd)
+            os.close(fd)  # an adopting writer deleted it before this writer's lock
+        raise OSError(f"cannot begin a pending file in {self.folder}: each new file was removed or locked "
+                      f"by another writer before it could be locked ({_BEGIN_ATTEMPTS} attempts)")
+
+
+def _is_named(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(fd))
+    except FileNotFoundError:
+        return False
 
 
 def _delete(segment: _Segment) -> None:
