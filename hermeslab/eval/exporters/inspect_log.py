@@ -137,15 +137,14 @@ def usage_by_key(parts: Iterable[tuple[str, Tokens]]) -> dict[str, ModelUsage]:
 
 
 def number_score(value: float | int | None, *, why_undefined: str, explanation: str | None = None,
-                 answer: str | None = None, metadata: dict[str, Any] | None = None) -> Score:
+                 answer: str | None = None) -> Score:
     """A numeric score; a missing or NaN value is kept as Inspect's unscored score with the reason."""
     require_inspect()
     from inspect_ai.scorer import Score
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return Score.unscored(reason=why_undefined, explanation=explanation, answer=answer, metadata=metadata)
-    plain = int(value) if float(value).is_integer() and not isinstance(value, float) else float(value)
-    return Score(value=plain, explanation=explanation, answer=answer, metadata=metadata)
+        return Score.unscored(reason=why_undefined, explanation=explanation, answer=answer)
+    return Score(value=value if isinstance(value, int) else float(value), explanation=explanation, answer=answer)
 
 
 def score_summaries(samples: Sequence[EvalSample]) -> list[EvalScore]:
