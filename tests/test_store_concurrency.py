@@ -243,12 +243,11 @@ def test_a_writer_killed_right_after_back_to_back_turns_keeps_every_finished_tur
     killed_writer(tmp_path / "lab.duckdb", 30, "die-back-to-back")
 
 
-def test_a_writer_killed_while_the_lab_is_locked_loses_only_the_turn_in_flight(tmp_path):
-    """No commit can happen before the kill: the finished turns survive in the pending file alone."""
-    path = tmp_path / "lab.duckdb"
+def kill_a_writer_while_the_lab_is_locked(path, mode: str) -> None:
+    """Session "victim" writes 12 turns in ``mode`` while another connection holds the lab, then is killed."""
     hold = duckdb.connect(str(path))  # another process's long transaction, as far as the writer can tell
     try:
-        process = start_writer(path, "victim", 12, "die-back-to-back")
+        process = start_writer(path, "victim", 12, mode)
         try:
             assert process.stdout.readline().strip() == "READY", process.stderr.read()
         finally:
@@ -256,6 +255,12 @@ def test_a_writer_killed_while_the_lab_is_locked_loses_only_the_turn_in_flight(t
             process.wait()
     finally:
         hold.close()
+
+
+def test_a_writer_killed_while_the_lab_is_locked_loses_only_the_turn_in_flight(tmp_path):
+    """No commit can happen before the kill: the finished turns survive in the pending file alone."""
+    path = tmp_path / "lab.duckdb"
+    kill_a_writer_while_the_lab_is_locked(path, "die-back-to-back")
     assert not Lab(path).sessions()["id"].isin(["victim"]).any()  # nothing of it reached the lab
     StoreWriter(path).close()
     assert counts(Lab(path), "victim") == expected(12)
@@ -266,16 +271,7 @@ def test_a_pending_file_adopted_before_its_writer_locked_it_loses_nothing(tmp_pa
     between its creation and its lock, and deleted it as empty: every row went to a deleted file, and
     the kill lost the session. The writer now begins another file, which the next writer adopts."""
     path = tmp_path / "lab.duckdb"
-    hold = duckdb.connect(str(path))
-    try:
-        process = start_writer(path, "victim", 12, "adopted-die-back-to-back")
-        try:
-            assert process.stdout.readline().strip() == "READY", process.stderr.read()
-        finally:
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-    finally:
-        hold.close()
+    kill_a_writer_while_the_lab_is_locked(path, "adopted-die-back-to-back")
     StoreWriter(path).close()
     assert counts(Lab(path), "victim") == expected(12)
 
