@@ -279,3 +279,18 @@ def test_in_place_compactions_read_their_after_side_from_the_rewritten_history(t
     assert from_lab.counters() == from_run.counters()
     for ours, theirs in zip(from_lab.compactions, from_run.compactions, strict=True):
         assert [(line.fate, line.tokens) for line in ours.after] == [(line.fate, line.tokens) for line in theirs.after]
+
+
+def test_an_ab_row_s_compactions_are_those_of_its_cell_replay():
+    """``cell_replay`` gives the replay behind one A/B row: as many compactions as the row counts, timeline included."""
+    from hermeslab.eval.ab import cell_replay, run_ab
+
+    config = "seed,model.context_length=6000"
+    frame = run_ab(RECORDINGS, {"small": config}, executor="serial", progress=False, limit=3)
+    row = frame.sort_values("compressions").iloc[-1]
+    assert row["compressions"] > 0
+    run = cell_replay(RECORDINGS, config, row["session_id"])
+    assert len(run.compressions) == row["compressions"]
+    assert show_timeline(run).timeline.counters().compactions == sum(c.changed for c in run.compressions)
+    with pytest.raises(ValueError, match="no session 'nope' in these recordings"):
+        cell_replay(RECORDINGS, config, "nope")

@@ -102,15 +102,32 @@ class ReplayCell:
 
     def __call__(self, recording: Recording, config: Config) -> dict[str, float | int]:
         from .checked import checked_row
-        from .replay import replay
 
         if self.exam is not None:
             from .exam import answering, require_endpoint
 
             require_endpoint(answering(config, self.exam))
-        # The fast replay: the same loop and decisions (tests/test_one_engine.py) without the events no row reads.
-        run = replay(recording, config, summariser=self.summariser, counter=self.counter, fast=True)
+        run = self.replay(recording, config)
         return checked_row(run, config, exam=self.exam, allow_summary_fallback=self.allow_summary_fallback)
+
+    def replay(self, recording: Recording, config: Config) -> Any:
+        """The replay this cell measures: the fast one, the same loop and decisions (tests/test_one_engine.py)
+        without the events no row reads."""
+        from .replay import replay
+
+        return replay(recording, config, summariser=self.summariser, counter=self.counter, fast=True)
+
+
+def cell_replay(recordings: Any, config: ConfigSpec, session_id: str, *, cell: ReplayCell | None = None) -> Any:
+    """The replay behind one row of ``run_ab``: session ``session_id`` of ``recordings`` under ``config``, as
+    ``cell`` (default ``ReplayCell()``) ran it, so its compactions can be looked at one by one
+    (``hermeslab.notebook.timeline.show_timeline``). ValueError, in one line, for a session none of them holds."""
+    found, _ = gather_recordings(recordings)
+    for recording in found:
+        if recording.id == session_id:
+            return (cell if cell is not None else ReplayCell()).replay(recording, load_config(config))
+    sample = ", ".join(recording.id for recording in found[:3])
+    raise ValueError(f"no session {session_id!r} in these recordings ({len(found)} sessions, e.g. {sample})")
 
     @property
     def identity(self) -> str:
