@@ -198,3 +198,20 @@ def test_cpu_is_summed_only_over_workers_present_throughout():
     assert cpu_used({"a": 1.0, "b": 2.0}, {"a": 1.5, "b": 4.0}) == pytest.approx(2.5)
     assert cpu_used({"a": 1.0}, {"a": 1.5, "b": 4.0}) is None  # a worker joined
     assert cpu_used({"a": 3.0}, {"a": 0.5}) is None  # the worker restarted
+
+
+def test_a_worker_or_scheduler_gone_after_the_run_leaves_the_cpu_figure_unknown():
+    from hermeslab.eval.dask_cluster import worker_cpu_seconds
+
+    class Answering:
+        def run(self, function, on_error="raise"):
+            assert on_error == "return"
+            return {"a": 2.0, "b": OSError("worker b closed")}
+
+    class Gone:
+        def run(self, function, on_error="raise"):
+            raise OSError("scheduler closed")
+
+    assert worker_cpu_seconds(Answering()) == {"a": 2.0}
+    assert cpu_used({"a": 1.0, "b": 1.0}, worker_cpu_seconds(Answering())) is None
+    assert cpu_used({"a": 1.0}, worker_cpu_seconds(Gone())) is None

@@ -102,8 +102,13 @@ def wording_problem(answers: Mapping[str, str], here: str) -> str | None:
 
 
 def worker_cpu_seconds(client: Any) -> dict[str, float]:
-    """CPU seconds each worker's process has used so far, by worker address."""
-    return client.run(time.process_time)
+    """CPU seconds each worker's process has used so far, by worker address; a worker that does not answer (or a
+    scheduler that is gone) is left out, which ``cpu_used`` reads as a cluster that changed."""
+    try:
+        answers = client.run(time.process_time, on_error="return")
+    except Exception:  # the scheduler went away after the run: the rows are in, only this figure is unknown
+        return {}
+    return {worker: seconds for worker, seconds in answers.items() if not isinstance(seconds, BaseException)}
 
 
 def cpu_used(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
