@@ -132,6 +132,13 @@ def test_arguments_that_are_not_a_json_object_are_kept_as_a_parse_error():
     assert call.arguments == {} and call.parse_error == "arguments are not a JSON object: ls -la"
 
 
+def test_a_developer_message_is_the_system_prompt_and_an_unknown_role_is_named():
+    (message,) = chat_messages([{"role": "developer", "content": "Be brief."}])
+    assert message.role == "system" and message.text == "Be brief."
+    with pytest.raises(ValueError, match="role 'critic' has no Inspect counterpart"):
+        chat_messages([{"role": "critic", "content": "no"}])
+
+
 def test_export_command_writes_the_logs_and_import_reads_the_conversations_back(lab, tmp_path, capsys):
     folder = tmp_path / "logs"
     folder.mkdir()

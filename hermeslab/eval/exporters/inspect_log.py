@@ -4,7 +4,8 @@ Inspect (``inspect-ai``) is an optional extra, imported only when a log is
 built, so the base install imports hermeslab without it; without it the
 build stops with one line naming ``pip install 'hermeslab[inspect]'``.
 Everything here is a pure conversion: the sources (``inspect_lab``,
-``inspect_runs``) read what they need and these functions only reshape it.
+``inspect_ab``, ``inspect_exam``) read what they need and these functions
+only reshape it.
 
 Token usage follows Inspect's own OpenAI provider, which splits a reported
 ``prompt_tokens`` (cache reads and writes included) into ``input_tokens``
@@ -58,7 +59,7 @@ def chat_messages(messages: Sequence[Message], model: str | None = None) -> list
     converted: list[ChatMessage] = []
     for message in messages:
         role, text = message.get("role"), text_of(message)
-        if role == "system":
+        if role in ("system", "developer"):  # OpenAI's newer name for the system prompt
             converted.append(ChatMessageSystem(content=text))
         elif role == "user":
             converted.append(ChatMessageUser(content=text))
@@ -70,7 +71,8 @@ def chat_messages(messages: Sequence[Message], model: str | None = None) -> list
             call_id = str(message.get("tool_call_id") or "")
             converted.append(ChatMessageTool(content=text, tool_call_id=call_id, function=names.get(call_id)))
         else:
-            raise ValueError(f"a message with role {role!r} has no Inspect counterpart (system, user, assistant, tool)")
+            raise ValueError(f"a message with role {role!r} has no Inspect counterpart "
+                             "(system or developer, user, assistant, tool)")
     return converted
 
 
