@@ -123,3 +123,16 @@ def test_dropping_review_turns_never_leaves_a_call_or_result_alone(shape):
     before = {c["id"] for m in messages for c in m.get("tool_calls", [])}
     assert answered <= issued and (before - {m["tool_call_id"] for m in messages if m["role"] == "tool"}) >= (
         issued - answered)
+
+
+def test_a_session_stopped_while_a_tool_ran_is_taken_without_the_unanswered_call(tmp_path):
+    """Real state.db files end this way when the user stops a turn mid-tool: the call's result was never logged."""
+    db = _db(tmp_path / "state.db")
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO messages (session_id, role, content, tool_calls) VALUES ('z1', 'assistant', "
+                    "'Reading the last part.', ?)", (json.dumps([call("late", "part10.txt")]),))
+    report = import_paths([db])
+    assert not report.skipped
+    stopped = {r.id: r for r in report.recordings}["z1"]
+    assert stopped.messages[-1] == {"role": "assistant", "content": "Reading the last part."}
+    assert stopped.meta["left_out"]["unanswered_calls"] == 1 and validate_recording(stopped.to_dict()) == []

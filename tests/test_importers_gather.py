@@ -160,3 +160,38 @@ def test_the_help_names_every_format_there_is():
     from hermeslab.eval.importers import FORMATS
 
     assert sorted(IMPORT_FORMATS) == sorted(f.name for f in FORMATS)
+
+
+def test_a_file_of_a_known_format_holding_no_conversation_is_a_skip(tmp_path, capsys):
+    empty = old_state_db(tmp_path / "empty.db")
+    with sqlite3.connect(empty) as con:
+        con.execute("DELETE FROM messages")
+        con.execute("DELETE FROM sessions")
+    report = import_paths([empty])
+    assert [str(s) for s in report.skipped] == [f"{empty}: no conversation in it (hermes-state)"]
+
+
+def _call(call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "run", "arguments": "{}"}}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=3), st.lists(st.booleans(), max_size=3)), max_size=8))
+def test_unanswered_calls_go_and_everything_answered_stays(turns):
+    """Each turn: the reply's text and, per call, whether a tool message answers it."""
+    from hermeslab.eval.importers.transcript import without_unanswered_calls
+
+    messages, answered_ids = [{"role": "user", "content": "go"}], []
+    for number, (text, answers) in enumerate(turns):
+        ids = [f"c{number}_{k}" for k in range(len(answers))]
+        messages.append({"role": "assistant", "content": text, **({"tool_calls": [_call(i) for i in ids]} if ids else {})})
+        messages += [{"role": "tool", "tool_call_id": i, "content": "ok"} for i, a in zip(ids, answers) if a]
+        answered_ids += [i for i, a in zip(ids, answers) if a]
+    kept, dropped = without_unanswered_calls(messages)
+    calls = [c["id"] for m in kept for c in m.get("tool_calls", [])]
+    assert calls == answered_ids and dropped == sum(not a for _, answers in turns for a in answers)
+    assert [m for m in kept if m["role"] != "assistant"] == [m for m in messages if m["role"] != "assistant"]
+    # a reply goes only when it had calls, none answered, and no text
+    assert [m["content"] for m in kept if m["role"] == "assistant"] == \
+        [text for text, answers in turns if not answers or any(answers) or text]
+    assert without_unanswered_calls(kept) == (kept, 0)

@@ -61,15 +61,17 @@ def import_paths(paths: Iterable[str | Path], *, source_format: SourceFormat | N
             if chosen is None:
                 report.skipped.append(Skip(str(path), unrecognised(sample)))
                 continue
-        count = 0
+        count = skips = 0
         for outcome in _read(chosen, path, options):
             if isinstance(outcome, Skip):
                 report.skipped.append(outcome)
+                skips += 1
                 continue
             if outcome.id in taken:
                 if taken[outcome.id].messages == outcome.messages:
                     report.skipped.append(Skip(f"{path}: {outcome.id}", "the same conversation was already taken "
                                                                         f"from {first_source[outcome.id]}"))
+                    skips += 1
                     continue
                 outcome.meta["id_also_in"] = first_source[outcome.id]
                 outcome.id = next(f"{outcome.id}#{n}" for n in range(2, len(taken) + 3)
@@ -80,6 +82,8 @@ def import_paths(paths: Iterable[str | Path], *, source_format: SourceFormat | N
             count += 1
         if count:
             report.taken.append(Taken(str(path), chosen.name, count))
+        elif not skips:  # read as its format, yet holding nothing: say so rather than pass over it
+            report.skipped.append(Skip(str(path), f"no conversation in it ({chosen.name})"))
     return report
 
 

@@ -10,6 +10,7 @@ with the first reason — never written half right.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +109,44 @@ def _output_text(output: Any) -> Any:
     return output
 
 
+def without_unanswered_calls(messages: list[Message]) -> tuple[list[Message], int]:
+    """``messages`` without the tool calls no ``tool`` message answers, and how many there were.
+
+    A session stopped while a tool ran (the user interrupted it, the agent
+    crashed, the log was copied mid-turn) ends on calls whose results were never
+    logged; a replay has nothing to give back for them. The call goes, the
+    reply's text stays, and a reply left with neither is dropped.
+    """
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    kept: list[Message] = []
+    dropped = 0
+    for message in messages:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not isinstance(calls, list):
+            kept.append(message)
+            continue
+        answered_calls = [c for c in calls if not isinstance(c, dict) or c.get("id") in answered]
+        dropped += len(calls) - len(answered_calls)
+        if len(answered_calls) == len(calls):
+            kept.append(message)
+        elif answered_calls:
+            kept.append({**message, "tool_calls": answered_calls})
+        elif message.get("content"):
+            kept.append({key: value for key, value in message.items() if key != "tool_calls"})
+    return kept, dropped
+
+
 def finished(recording: Recording, where: str) -> Recording | Skip:
-    """The recording when the format accepts it, else a Skip naming its first problem and how many more."""
+    """The recording when the format accepts it, else a Skip naming its first problem and how many more.
+
+    Tool calls never answered are left out first (``without_unanswered_calls``) and counted in
+    ``meta["left_out"]["unanswered_calls"]``.
+    """
+    messages, unanswered = without_unanswered_calls(recording.messages)
+    if unanswered:
+        left_out = {**recording.meta.get("left_out", {})}
+        left_out["unanswered_calls"] = left_out.get("unanswered_calls", 0) + unanswered
+        recording = dataclasses.replace(recording, messages=messages, meta={**recording.meta, "left_out": left_out})
     if not recording.messages:
         return Skip(where, "no messages in this conversation")
     problems = validate_recording(recording.to_dict())
