@@ -117,6 +117,15 @@ class ReplayCell:
 
         return replay(recording, config, summariser=self.summariser, counter=self.counter, fast=True)
 
+    @property
+    def identity(self) -> str:
+        """Kept and failed fallbacks are named apart, so a resumed run never reuses a row the other policy made."""
+        source = "config" if self.summariser is None else describe(self.summariser)
+        exam = "" if self.exam is None else f", exam={self.exam.identity}"
+        counter = "" if self.counter is None else f", counter={self.counter}"
+        kept = ", summary_fallback=kept" if self.allow_summary_fallback else ""
+        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam}{counter}{kept})"
+
 
 def cell_replay(recordings: Any, config: ConfigSpec, session_id: str, *, cell: ReplayCell | None = None) -> Any:
     """The replay behind one row of ``run_ab``: session ``session_id`` of ``recordings`` under ``config``, as
@@ -128,15 +137,6 @@ def cell_replay(recordings: Any, config: ConfigSpec, session_id: str, *, cell: R
             return (cell if cell is not None else ReplayCell()).replay(recording, load_config(config))
     sample = ", ".join(recording.id for recording in found[:3])
     raise ValueError(f"no session {session_id!r} in these recordings ({len(found)} sessions, e.g. {sample})")
-
-    @property
-    def identity(self) -> str:
-        """Kept and failed fallbacks are named apart, so a resumed run never reuses a row the other policy made."""
-        source = "config" if self.summariser is None else describe(self.summariser)
-        exam = "" if self.exam is None else f", exam={self.exam.identity}"
-        counter = "" if self.counter is None else f", counter={self.counter}"
-        kept = ", summary_fallback=kept" if self.allow_summary_fallback else ""
-        return f"hermeslab.eval.ab.ReplayCell(summariser={source}{exam}{counter}{kept})"
 
 
 def describe(obj: Any) -> str:
