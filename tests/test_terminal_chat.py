@@ -81,13 +81,13 @@ def test_slash_commands_work_a_mistake_changes_nothing_and_a_paste_is_one_messag
     terminal.type("\x1b[200~read notes.txt\nand tell me\nthe number in it\x1b[201~\r")  # a bracketed paste
     terminal.wait_for(r"hermes> .*?4417.*?you>", timeout=90)
     terminal.type("/status\r")
-    terminal.wait_for(r"turns\s+1 · compressions 0")  # three pasted lines made one turn
+    terminal.wait_for(r"turns\s+1 · compressions 0.*?you>")  # three pasted lines made one turn
     terminal.type("/compress\r")
     terminal.wait_for(r"(compressed: |nothing to compress yet).*?you>")
     terminal.type("/nope\r")
-    terminal.wait_for(r"error: unknown command /nope; /help lists them")
+    terminal.wait_for(r"error: unknown command /nope; /help lists them.*?you>")  # typed at the prompt, as a person
     terminal.type("/new\r")
-    terminal.wait_for(r"new conversation: session \d{8}_\d{6}_[0-9a-f]{6}")
+    terminal.wait_for(r"new conversation: session \d{8}_\d{6}_[0-9a-f]{6}.*?you>")
     terminal.type("/quit\r")
     assert terminal.close() == 0
 
