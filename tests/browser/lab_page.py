@@ -50,6 +50,14 @@ def run_cell(page: Page, index: int) -> None:
                   " window.jupyterapp.commands.execute('notebook:run-cell'); }", index)
 
 
+def run_cell_to_end(page: Page, index: int) -> None:
+    """Run one cell and return once its execution has finished: cells run one after another this way even when
+    the page is slow to send each request (setting the next active cell before then can drop the run)."""
+    page.evaluate("async (i) => { const panel = window.jupyterapp.shell.currentWidget;"
+                  " panel.content.activeCellIndex = i;"
+                  " await window.jupyterapp.commands.execute('notebook:run-cell'); }", index)
+
+
 def command(page: Page, name: str) -> None:
     page.evaluate("(name) => { window.jupyterapp.commands.execute(name); }", name)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from lab_page import output, run_cell, wait_idle, write_notebook
+from lab_page import output, run_cell_to_end, wait_idle, write_notebook
 from playwright.sync_api import Page, expect
 
 from hermeslab.cli import main
@@ -42,7 +42,7 @@ def test_the_timeline_shows_each_compaction_and_says_when_there_is_none(lab_serv
     page.goto(lab_server.notebook_url("timeline.ipynb"))
     wait_idle(page)
     for index in range(5):
-        run_cell(page, index)
+        run_cell_to_end(page, index)
         wait_idle(page)
 
     shown = output(page, 0)
