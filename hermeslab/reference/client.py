@@ -12,14 +12,7 @@ the call that made it rather than as an error from inside Hermes.
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import subprocess
-import tempfile
-import threading
 import time
-from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +20,7 @@ from typing import Any
 from hermeslab.core.messages import MessageValidationError, validate_messages
 from hermeslab.reference.errors import HermesInputError, HermesReferenceError
 from hermeslab.reference.venv import hermes_venv, venv_python
+from hermeslab.reference.worker_client import JsonLinesWorker
 
 #: The worker program: a directory run as ``python -I WORKER_DIR`` (see ``hermeslab.reference.worker``).
 WORKER_DIR = Path(__file__).with_name("worker")
@@ -68,7 +62,7 @@ def _check_session(session: Any, index: int) -> dict:
 # ---------------------------------------------------------------- the worker process
 
 
-class HermesReference:
+class HermesReference(JsonLinesWorker):
     """A running Hermes reference worker; use it as a context manager.
 
     Each method sends one JSON line and waits for one reply, so calls are
@@ -79,134 +73,15 @@ class HermesReference:
     def __init__(self, venv_path: Path | None = None, *, timeout: float | None = 600.0):
         if timeout is not None and timeout <= 0:
             raise HermesInputError(f"timeout must be positive or None, got {timeout}")
+        super().__init__("Hermes", HermesReferenceError, timeout=timeout)
         self._venv_path = venv_path
-        self._timeout = timeout
-        self._process: subprocess.Popen | None = None
-        self._home: tempfile.TemporaryDirectory | None = None
-        self._replies: queue.Queue[str | None] = queue.Queue()
-        self._stderr: deque[str] = deque(maxlen=60)
-        self._stderr_reader: threading.Thread | None = None
-        self._next_id = 0
-        self.info: dict = {}
 
-    # -- lifecycle
+    def _command(self) -> list[str]:
+        """The installed venv's Python (``ReferenceNotInstalledError`` names the command that installs it)."""
+        return [str(venv_python(hermes_venv(self._venv_path))), "-I", str(WORKER_DIR)]
 
-    def __enter__(self) -> HermesReference:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def start(self) -> None:
-        """Start the worker in the installed venv (``ReferenceNotInstalledError`` names the command that installs
-        it) and check that it answers."""
-        if self._process is not None:
-            raise HermesReferenceError("the Hermes reference worker is already running")
-        python = venv_python(hermes_venv(self._venv_path))
-        self._home = tempfile.TemporaryDirectory(prefix="hermeslab-hermes-home-")
-        env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
-        env["HERMES_HOME"] = self._home.name
-        try:
-            self._process = subprocess.Popen(
-                [str(python), "-I", str(WORKER_DIR)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self._home.name, env=env,
-            )
-        except OSError as exc:
-            self.close()
-            raise HermesReferenceError(f"could not start the Hermes worker with {python}: {exc}") from exc
-        self._replies = queue.Queue()
-        self._stderr.clear()
-        threading.Thread(target=self._pump_replies, args=(self._process.stdout,), daemon=True).start()
-        self._stderr_reader = threading.Thread(target=self._pump_stderr, args=(self._process.stderr,), daemon=True)
-        self._stderr_reader.start()
-        self.info = self.request("hello")
-
-    def close(self) -> None:
-        """Stop the worker (politely, then by force) and remove its HERMES_HOME."""
-        process, self._process = self._process, None
-        if process is not None:
-            try:
-                process.stdin.close()
-            except OSError:
-                pass
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._home is not None:
-            self._home.cleanup()
-            self._home = None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def _pump_replies(self, stream: Any) -> None:
-        for raw in stream:
-            self._replies.put(raw.decode("utf-8", errors="replace"))
-        self._replies.put(None)
-
-    def _pump_stderr(self, stream: Any) -> None:
-        for raw in stream:
-            self._stderr.append(raw.decode("utf-8", errors="replace").rstrip("\n"))
-
-    def _stderr_tail(self) -> str:
-        return "\n".join(self._stderr)
-
-    # -- the wire
-
-    def request(self, op: str, args: dict | None = None) -> Any:
-        """Send one raw request and return its result; no client-side checks.
-
-        The typed methods below validate their arguments and then call this.
-        """
-        if not self.running:
-            raise HermesReferenceError("the Hermes reference worker is not running", stderr=self._stderr_tail())
-        self._next_id += 1
-        request_id = self._next_id
-        line = json.dumps({"id": request_id, "op": op, "args": args or {}}, ensure_ascii=True)
-        try:
-            self._process.stdin.write(line.encode("ascii") + b"\n")
-            self._process.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            self._fail(f"could not send {op!r} to the Hermes worker: {exc}")
-        reply = self._await_reply(op, request_id)
-        if not reply.get("ok"):
-            raise HermesReferenceError(
-                str(reply.get("error") or f"{op} failed"), worker_traceback=str(reply.get("traceback") or "")
-            )
-        return reply.get("result")
-
-    def _await_reply(self, op: str, request_id: int) -> dict:
-        try:
-            raw = self._replies.get(timeout=self._timeout)
-        except queue.Empty:
-            self._fail(f"the Hermes worker gave no answer to {op!r} within {self._timeout} s; it was stopped")
-        if raw is None:
-            self._fail(f"the Hermes worker exited while answering {op!r}")
-        try:
-            reply = json.loads(raw)
-        except ValueError:
-            self._fail(f"the Hermes worker answered {op!r} with a line that is not JSON: {raw[:200]!r}")
-        if not isinstance(reply, dict) or reply.get("id") != request_id:
-            self._fail(f"the Hermes worker answered out of turn (expected reply {request_id}): {raw[:200]!r}")
-        return reply
-
-    def _fail(self, message: str) -> None:
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.kill()
-        if process is not None:
-            process.wait()
-            message += f" (exit code {process.returncode})"
-        if self._stderr_reader is not None:
-            self._stderr_reader.join(timeout=2)
-        stderr = self._stderr_tail()
-        self.close()
-        raise HermesReferenceError(message, stderr=stderr)
+    def _environment(self, folder: str) -> dict[str, str]:
+        return {"HERMES_HOME": folder}  # empty: no user config can reroute anything
 
     # -- operations
 
